@@ -1,0 +1,1 @@
+"""The rtmm-protocol conformance suite, installed as ``rtmm_protocol.conformance``."""

@@ -1,0 +1,80 @@
+"""The per-request feature lists and the cached encoder outputs a gather reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from rtmm_protocol.feature import MultiModalFeature
+from rtmm_protocol.validation import check_encoder_output, check_feature_list
+
+__all__ = ["EncoderCache"]
+
+
+class EncoderCache:
+    """Features per request and encoder outputs per feature identifier.
+
+    ``mm_features`` maps a ``req_id`` to that request's features sorted by offset;
+    ``encoder_outputs`` maps a feature identifier to its ``(num_embeds, hidden_size)``
+    output. Both are plain dicts so engines and tests can read them directly; the
+    methods below are the checked way to change them (they raise ``ValueError``
+    naming the identifier for malformed features, SPEC E2).
+    """
+
+    def __init__(self, hidden_size: int | None = None) -> None:
+        if hidden_size is not None and hidden_size <= 0:
+            raise ValueError(f"EncoderCache.hidden_size must be positive, got {hidden_size}")
+        #: When set, outputs stored through :meth:`put_encoder_output` must have this width.
+        self.hidden_size = hidden_size
+        self.mm_features: dict[str, list[MultiModalFeature]] = {}
+        self.encoder_outputs: dict[str, torch.Tensor] = {}
+
+    def add_request(self, req_id: str, features: Iterable[MultiModalFeature] = ()) -> None:
+        """Register a request and its features (sorted by offset, non-overlapping)."""
+        if not isinstance(req_id, str):
+            raise ValueError(f"req_id must be a str, got {req_id!r}")
+        if req_id in self.mm_features:
+            raise ValueError(f"request {req_id!r} is already registered in the encoder cache")
+        feature_list = list(features)
+        check_feature_list(req_id, feature_list)
+        self.mm_features[req_id] = feature_list
+
+    def append_feature(self, req_id: str, feature: MultiModalFeature) -> None:
+        """Add a feature after the request's last one (a realtime stream growing)."""
+        features = self._features_of(req_id)
+        check_feature_list(req_id, [*features[-1:], feature])
+        features.append(feature)
+
+    def remove_request(self, req_id: str) -> None:
+        """Forget a request's features; its encoder outputs stay until freed."""
+        self._features_of(req_id)
+        del self.mm_features[req_id]
+
+    def put_encoder_output(self, identifier: str, output: torch.Tensor) -> None:
+        """Cache ``output`` under ``identifier`` after checking its shape against the feature."""
+        feature = self.find_feature(identifier)
+        if feature is None:
+            raise ValueError(
+                f"no registered feature has identifier {identifier!r}; add its request first"
+            )
+        check_encoder_output(feature, output, self.hidden_size)
+        self.encoder_outputs[identifier] = output
+
+    def free_encoder_output(self, identifier: str) -> None:
+        """Drop the cached output of ``identifier`` (no error if it is not cached)."""
+        self.encoder_outputs.pop(identifier, None)
+
+    def find_feature(self, identifier: str) -> MultiModalFeature | None:
+        """Return a registered feature with this identifier, or ``None``."""
+        for features in self.mm_features.values():
+            for feature in features:
+                if feature.identifier == identifier:
+                    return feature
+        return None
+
+    def _features_of(self, req_id: str) -> list[MultiModalFeature]:
+        try:
+            return self.mm_features[req_id]
+        except KeyError:
+            raise ValueError(f"request {req_id!r} is not registered in the encoder cache") from None

@@ -1,0 +1,125 @@
+"""The Protocols of the contract (SPEC §2): what a model, a batch, a gatherer and a state offer.
+
+Attributes are declared as read-only properties so that plain attributes, dataclass
+fields and properties all satisfy them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from rtmm_protocol.types import IntArray
+
+__all__ = ["InputBatch", "MMEmbeddingGatherer", "ModelState", "MultiModalModel"]
+
+
+@runtime_checkable
+class MultiModalModel(Protocol):
+    """A model with a multimodal encoder and a token-embedding merge."""
+
+    def embed_multimodal(self, **kwargs: object) -> Sequence[torch.Tensor]:
+        """Run the encoder on one item's inputs; return one output per item encoded."""
+        ...
+
+    def embed_input_ids(
+        self,
+        input_ids: torch.Tensor,
+        multimodal_embeddings: Sequence[torch.Tensor] | None = None,
+        is_multimodal: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Embed tokens and merge the gathered rows at the ``is_multimodal`` slots.
+
+        Whether a multimodal row replaces the token row or is added to it is the model's
+        choice.
+        """
+        ...
+
+
+@runtime_checkable
+class InputBatch(Protocol):
+    """The per-step batch a ModelState reads (SPEC §1 *step / batch*)."""
+
+    @property
+    def req_ids(self) -> list[str]: ...
+    @property
+    def num_reqs(self) -> int: ...
+    @property
+    def num_tokens(self) -> int: ...
+    @property
+    def num_tokens_after_padding(self) -> int: ...
+    @property
+    def input_ids(self) -> torch.Tensor: ...
+    @property
+    def num_scheduled_tokens(self) -> IntArray: ...
+    @property
+    def query_start_loc_np(self) -> IntArray: ...
+    @property
+    def prefill_len_np(self) -> IntArray: ...
+    @property
+    def num_computed_tokens_np(self) -> IntArray: ...
+
+
+@runtime_checkable
+class MMEmbeddingGatherer(Protocol):
+    """The encoder-runner level gather (SPEC §3).
+
+    ``num_computed_tokens`` and ``draft_lookahead`` are keyword-only *in the Protocol*:
+    mypy ignores parameter names when it matches an ordinary method against a Protocol,
+    so a positional parameter would let an implementation that still calls it
+    ``computed_prefill_lens`` through. Implementations may (and the reference does)
+    accept them positionally as well; code typed against the Protocol passes them by
+    keyword.
+    """
+
+    def gather_mm_embeddings(
+        self,
+        req_ids: list[str],
+        total_num_scheduled_tokens: int,
+        num_scheduled_tokens: IntArray,
+        query_start_loc: IntArray,
+        prefill_lens: IntArray,
+        *,
+        num_computed_tokens: IntArray,
+        draft_lookahead: int = 0,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Return ``(mm_embeds, is_mm_embed)`` for the scheduled tokens of the batch."""
+        ...
+
+
+@runtime_checkable
+class ModelState(Protocol):
+    """Prepares the multimodal part of the model inputs for each engine step (SPEC §2, §4, §5)."""
+
+    @property
+    def is_realtime(self) -> bool: ...
+    @property
+    def supports_mm_inputs(self) -> bool: ...
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def max_num_tokens(self) -> int: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def device(self) -> torch.device: ...
+
+    def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
+        """Return a view of the persistent ``inputs_embeds`` buffer for a dummy run, or None."""
+        ...
+
+    def gather_mm_embeddings(
+        self, input_batch: InputBatch, draft_lookahead: int = 0
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Gather the cached encoder outputs the batch's scheduled tokens need."""
+        ...
+
+    def get_mm_embeddings(
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+    ) -> torch.Tensor | None:
+        """Encode, gather and merge into the persistent buffer; return its first rows."""
+        ...

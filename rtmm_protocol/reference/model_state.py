@@ -1,0 +1,161 @@
+"""The reference ModelState: one persistent ``inputs_embeds`` buffer (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from rtmm_protocol.encoder_cache import EncoderCache
+from rtmm_protocol.protocols import InputBatch, MultiModalModel
+from rtmm_protocol.realtime import supports_realtime
+from rtmm_protocol.reference.encoder_runner import EncoderRunner
+from rtmm_protocol.validation import check_gather_args, validation_enabled
+
+__all__ = ["ReferenceModelState"]
+
+
+class ReferenceModelState:
+    """Prepares ``inputs_embeds`` for each step of a multimodal (or realtime) model.
+
+    The buffer of ``max_num_tokens`` rows is allocated once, here. Dummy runs hand out
+    views of it without touching the encoder or the cache, and the real path writes the
+    merged embeddings into the same storage, so a CUDA graph captured on a dummy run
+    reads the real embeddings when replayed. On CUDA, the host-built mask goes through
+    a pinned staging buffer and a non-blocking copy into a device buffer of fixed size.
+
+    A model without ``embed_multimodal`` makes a text-only state: no buffer,
+    ``dummy_inputs_embeds`` and ``get_mm_embeddings`` return ``None``.
+    """
+
+    def __init__(
+        self,
+        model: MultiModalModel,
+        encoder_cache: EncoderCache,
+        *,
+        hidden_size: int,
+        max_num_tokens: int,
+        dtype: torch.dtype,
+        device: torch.device | str,
+        validate: bool | None = None,
+    ) -> None:
+        self.model = model
+        self.encoder_cache = encoder_cache
+        self.hidden_size = hidden_size
+        self.max_num_tokens = max_num_tokens
+        self.dtype = dtype
+        self.device = torch.device(device)
+        self.is_realtime = supports_realtime(model)
+        self.supports_mm_inputs = callable(getattr(model, "embed_multimodal", None))
+        self.encoder_runner = EncoderRunner(
+            model, max_num_tokens, hidden_size, encoder_cache, dtype, self.device, validate=validate
+        )
+        self.inputs_embeds: torch.Tensor | None = None
+        self._mask_device: torch.Tensor | None = None
+        self._mask_staging: torch.Tensor | None = None
+        self._mask_copied: torch.cuda.Event | None = None
+        if self.supports_mm_inputs:
+            self.inputs_embeds = torch.zeros(
+                max_num_tokens, hidden_size, dtype=dtype, device=self.device
+            )
+            if self.device.type == "cuda":
+                self._mask_staging = torch.zeros(max_num_tokens, dtype=torch.bool, pin_memory=True)
+                self._mask_device = torch.zeros(max_num_tokens, dtype=torch.bool, device=self.device)
+
+    @property
+    def validate(self) -> bool:
+        """Whether SPEC E1/E2 validation runs on each call."""
+        return self.encoder_runner.validate
+
+    @validate.setter
+    def validate(self, value: bool | None) -> None:
+        self.encoder_runner.validate = validation_enabled(value)
+
+    def _check_num_tokens(self, name: str, num_tokens: int) -> None:
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int):
+            raise TypeError(f"{name} must be an int, got {num_tokens!r}")
+        if not 0 <= num_tokens <= self.max_num_tokens:
+            raise ValueError(
+                f"{name}={num_tokens} is outside [0, max_num_tokens={self.max_num_tokens}]"
+            )
+
+    def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
+        """A view of the first ``num_tokens`` rows of the persistent buffer (D1-D5)."""
+        self._check_num_tokens("num_tokens", num_tokens)
+        if self.inputs_embeds is None:
+            return None
+        return self.inputs_embeds[:num_tokens]
+
+    def gather_mm_embeddings(
+        self, input_batch: InputBatch, draft_lookahead: int = 0
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The runner-level gather over the batch's fields (G10)."""
+        return self.encoder_runner.gather_mm_embeddings(
+            input_batch.req_ids,
+            input_batch.num_tokens,
+            input_batch.num_scheduled_tokens,
+            input_batch.query_start_loc_np,
+            input_batch.prefill_len_np,
+            input_batch.num_computed_tokens_np,
+            draft_lookahead,
+        )
+
+    def get_mm_embeddings(
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+    ) -> torch.Tensor | None:
+        """Encode, gather, merge into the buffer; return ``buffer[:num_tokens_after_padding]``."""
+        if self.inputs_embeds is None:
+            return None
+        num_tokens = int(input_batch.num_tokens)
+        padded = int(input_batch.num_tokens_after_padding)
+        # Always checked: a too-large batch would otherwise be silently cut by the slice.
+        self._check_num_tokens("num_tokens_after_padding", padded)
+        if padded < num_tokens:
+            raise ValueError(
+                f"num_tokens_after_padding={padded} is smaller than num_tokens={num_tokens}"
+            )
+        if input_batch.input_ids.shape[0] < num_tokens:
+            raise ValueError(
+                f"input_ids has {input_batch.input_ids.shape[0]} entries, fewer than "
+                f"num_tokens={num_tokens}"
+            )
+        if self.validate:
+            check_gather_args(
+                input_batch.req_ids,
+                num_tokens,
+                input_batch.num_scheduled_tokens,
+                input_batch.query_start_loc_np,
+                input_batch.prefill_len_np,
+                input_batch.num_computed_tokens_np,
+                0,
+                known_req_ids=self.encoder_cache.mm_features,
+            )
+        self.encoder_runner.execute_encoder(scheduled_encoder_inputs)
+        mm_embeds, is_mm_embed = self.gather_mm_embeddings(input_batch)
+        merged = self.model.embed_input_ids(
+            input_batch.input_ids[:num_tokens], mm_embeds, self._mask_to_device(is_mm_embed)
+        )
+        if tuple(merged.shape) != (num_tokens, self.hidden_size):
+            raise RuntimeError(
+                f"model.embed_input_ids returned shape {tuple(merged.shape)}, expected "
+                f"({num_tokens}, {self.hidden_size})"
+            )
+        self.inputs_embeds[:num_tokens].copy_(merged)
+        return self.inputs_embeds[:padded]
+
+    def _mask_to_device(self, is_mm_embed: torch.Tensor) -> torch.Tensor:
+        """Move the host-built mask to the device without a synchronous copy on CUDA."""
+        if self._mask_device is None or self._mask_staging is None:
+            return is_mm_embed.to(self.device)
+        n = is_mm_embed.shape[0]
+        if self._mask_copied is not None:
+            # The previous step's copy may still read the staging buffer.
+            self._mask_copied.synchronize()
+        self._mask_staging[:n].copy_(is_mm_embed)
+        device_mask = self._mask_device[:n]
+        device_mask.copy_(self._mask_staging[:n], non_blocking=True)
+        self._mask_copied = torch.cuda.Event()  # type: ignore[no-untyped-call]  # untyped in torch
+        self._mask_copied.record()
+        return device_mask
