@@ -63,13 +63,13 @@ class OracleResult:
         """The expected ``is_mm_embed`` as a CPU bool tensor."""
         return torch.tensor(self.mask, dtype=torch.bool)
 
-    def rows_tensor(self, encoder_outputs: Mapping[str, torch.Tensor], hidden_size: int) -> torch.Tensor:
+    def rows_tensor(
+        self, encoder_outputs: Mapping[str, torch.Tensor], hidden_size: int
+    ) -> torch.Tensor:
         """The expected ``torch.cat(mm_embeds)``: the gathered rows in slot order."""
         if not self.rows:
             return torch.empty(0, hidden_size)
-        return torch.stack(
-            [encoder_outputs[r.identifier][r.row].detach().cpu() for r in self.rows]
-        )
+        return torch.stack([encoder_outputs[r.identifier][r.row].detach().cpu() for r in self.rows])
 
 
 def _embed_flags(feature: MultiModalFeature) -> list[bool]:
@@ -134,12 +134,23 @@ def _group_pieces(
     pieces: list[ExpectedPiece] = []
     for r in rows:
         last = pieces[-1] if pieces else None
-        if last is not None and (last.req_index, last.feature_index) == (r.req_index, r.feature_index):
+        if last is not None and (last.req_index, last.feature_index) == (
+            r.req_index,
+            r.feature_index,
+        ):
             pieces[-1] = ExpectedPiece(
-                last.req_index, last.feature_index, last.identifier, last.modality,
-                last.row_start, r.row + 1,
+                last.req_index,
+                last.feature_index,
+                last.identifier,
+                last.modality,
+                last.row_start,
+                r.row + 1,
             )
         else:
             modality = mm_features[req_ids[r.req_index]][r.feature_index].modality
-            pieces.append(ExpectedPiece(r.req_index, r.feature_index, r.identifier, modality, r.row, r.row + 1))
+            pieces.append(
+                ExpectedPiece(
+                    r.req_index, r.feature_index, r.identifier, modality, r.row, r.row + 1
+                )
+            )
     return pieces

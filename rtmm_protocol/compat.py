@@ -41,9 +41,7 @@ class LegacyGathererAdapter:
 
     def __init__(self, legacy: LegacyGatherer) -> None:
         if not callable(getattr(legacy, "gather_mm_embeddings", None)):
-            raise TypeError(
-                f"{type(legacy).__name__} has no gather_mm_embeddings method to adapt"
-            )
+            raise TypeError(f"{type(legacy).__name__} has no gather_mm_embeddings method to adapt")
         self.legacy = legacy
         cls = type(legacy)
         if cls not in _warned:

@@ -49,7 +49,9 @@ class PlaceholderRange:
                     f"got {type(mask).__name__}"
                 )
             if mask.dtype != torch.bool:
-                raise ValueError(f"PlaceholderRange.is_embed must have dtype torch.bool, got {mask.dtype}")
+                raise ValueError(
+                    f"PlaceholderRange.is_embed must have dtype torch.bool, got {mask.dtype}"
+                )
             if tuple(mask.shape) != (self.length,):
                 raise ValueError(
                     f"PlaceholderRange.is_embed must have shape ({self.length},) to match "

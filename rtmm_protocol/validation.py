@@ -71,7 +71,9 @@ def check_gather_args(
         if not isinstance(req_id, str):
             raise ValueError(f"req_ids must hold str, got {req_id!r}")
         if known_req_ids is not None and req_id not in known_req_ids:
-            raise ValueError(f"req_ids holds {req_id!r}, which is not registered in the encoder cache")
+            raise ValueError(
+                f"req_ids holds {req_id!r}, which is not registered in the encoder cache"
+            )
     num_reqs = len(req_ids)
     if len(set(req_ids)) != num_reqs:
         raise ValueError(f"req_ids holds duplicates: {list(req_ids)!r}")

@@ -60,7 +60,9 @@ class ReferenceModelState:
             )
             if self.device.type == "cuda":
                 self._mask_staging = torch.zeros(max_num_tokens, dtype=torch.bool, pin_memory=True)
-                self._mask_device = torch.zeros(max_num_tokens, dtype=torch.bool, device=self.device)
+                self._mask_device = torch.zeros(
+                    max_num_tokens, dtype=torch.bool, device=self.device
+                )
 
     @property
     def validate(self) -> bool:

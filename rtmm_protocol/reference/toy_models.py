@@ -90,7 +90,11 @@ class _ToyMultiModalModel(ToyTextModel):
         items = features if isinstance(features, (list, tuple)) else [features]
         outputs = []
         for item in items:
-            if not isinstance(item, torch.Tensor) or item.dim() != 2 or item.shape[1] != self.feature_dim:
+            if (
+                not isinstance(item, torch.Tensor)
+                or item.dim() != 2
+                or item.shape[1] != self.feature_dim
+            ):
                 raise ValueError(
                     "embed_multimodal expects input_features of shape (num_embeds, "
                     f"{self.feature_dim}), got {item!r:.80}"
@@ -105,7 +109,11 @@ class _ToyMultiModalModel(ToyTextModel):
         is_multimodal: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         embeds = self.embed_tokens(input_ids)
-        if is_multimodal is None or multimodal_embeddings is None or len(multimodal_embeddings) == 0:
+        if (
+            is_multimodal is None
+            or multimodal_embeddings is None
+            or len(multimodal_embeddings) == 0
+        ):
             return embeds, None, None
         mask = is_multimodal.to(self.device, non_blocking=True)
         if mask.shape != (input_ids.shape[0],):
