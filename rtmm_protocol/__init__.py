@@ -10,7 +10,13 @@ from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.errors import EncoderOutputMissingError
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.placeholder import PlaceholderRange
-from rtmm_protocol.protocols import InputBatch, MMEmbeddingGatherer, ModelState, MultiModalModel
+from rtmm_protocol.protocols import (
+    InputBatch,
+    MMEmbeddingGatherer,
+    ModelState,
+    MultiModalModel,
+    TextModel,
+)
 from rtmm_protocol.realtime import SupportsRealtime, supports_realtime
 from rtmm_protocol.types import IntArray
 
@@ -26,6 +32,7 @@ __all__ = [
     "MultiModalModel",
     "PlaceholderRange",
     "SupportsRealtime",
+    "TextModel",
     "__version__",
     "supports_realtime",
 ]

@@ -13,16 +13,22 @@ import torch
 
 from rtmm_protocol.types import IntArray
 
-__all__ = ["InputBatch", "MMEmbeddingGatherer", "ModelState", "MultiModalModel"]
+__all__ = [
+    "InputBatch",
+    "MMEmbeddingGatherer",
+    "ModelState",
+    "MultiModalModel",
+    "TextModel",
+]
 
 
 @runtime_checkable
-class MultiModalModel(Protocol):
-    """A model with a multimodal encoder and a token-embedding merge."""
+class TextModel(Protocol):
+    """A model that embeds token ids: all a text-only model offers (SPEC D1).
 
-    def embed_multimodal(self, **kwargs: object) -> Sequence[torch.Tensor]:
-        """Run the encoder on one item's inputs; return one output per item encoded."""
-        ...
+    :class:`MultiModalModel` extends it with the encoder; a state built around a model
+    that is only a ``TextModel`` has no ``inputs_embeds`` path.
+    """
 
     def embed_input_ids(
         self,
@@ -35,6 +41,15 @@ class MultiModalModel(Protocol):
         Whether a multimodal row replaces the token row or is added to it is the model's
         choice.
         """
+        ...
+
+
+@runtime_checkable
+class MultiModalModel(TextModel, Protocol):
+    """A model with a multimodal encoder and a token-embedding merge."""
+
+    def embed_multimodal(self, **kwargs: object) -> Sequence[torch.Tensor]:
+        """Run the encoder on one item's inputs; return one output per item encoded."""
         ...
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import torch
 
 from rtmm_protocol.encoder_cache import EncoderCache
-from rtmm_protocol.protocols import InputBatch, MultiModalModel
+from rtmm_protocol.protocols import InputBatch, MultiModalModel, TextModel
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.reference.encoder_runner import EncoderRunner
 from rtmm_protocol.validation import check_gather_args, validation_enabled
@@ -30,7 +31,7 @@ class ReferenceModelState:
 
     def __init__(
         self,
-        model: MultiModalModel,
+        model: MultiModalModel | TextModel,
         encoder_cache: EncoderCache,
         *,
         hidden_size: int,
@@ -47,8 +48,16 @@ class ReferenceModelState:
         self.device = torch.device(device)
         self.is_realtime = supports_realtime(model)
         self.supports_mm_inputs = callable(getattr(model, "embed_multimodal", None))
+        # A text-only model never reaches the encoder: get_mm_embeddings returns before
+        # execute_encoder when there is no buffer, and gathering reads only the cache.
         self.encoder_runner = EncoderRunner(
-            model, max_num_tokens, hidden_size, encoder_cache, dtype, self.device, validate=validate
+            cast(MultiModalModel, model),
+            max_num_tokens,
+            hidden_size,
+            encoder_cache,
+            dtype,
+            self.device,
+            validate=validate,
         )
         self.inputs_embeds: torch.Tensor | None = None
         self._mask_device: torch.Tensor | None = None
