@@ -43,16 +43,7 @@ class LegacyGathererAdapter:
         if not callable(getattr(legacy, "gather_mm_embeddings", None)):
             raise TypeError(f"{type(legacy).__name__} has no gather_mm_embeddings method to adapt")
         self.legacy = legacy
-        cls = type(legacy)
-        if cls not in _warned:
-            _warned.add(cls)
-            warnings.warn(
-                f"{cls.__qualname__}.gather_mm_embeddings uses the pre-rename signature "
-                "(computed_prefill_lens, no draft_lookahead); rename the argument to "
-                "num_computed_tokens and add draft_lookahead: int = 0",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+        _warn_once(type(legacy), stacklevel=3)
 
     def gather_mm_embeddings(
         self,
@@ -86,4 +77,23 @@ def adapt_legacy_gatherer(gatherer: LegacyGatherer) -> LegacyGathererAdapter:
             f"{type(gatherer).__name__}.gather_mm_embeddings has no computed_prefill_lens "
             "parameter; it needs no adapter"
         )
+    _warn_once(type(gatherer), stacklevel=3)
     return LegacyGathererAdapter(gatherer)
+
+
+def _warn_once(cls: type[object], stacklevel: int) -> None:
+    """Emit the rename's ``DeprecationWarning`` the first time ``cls`` is adapted.
+
+    ``stacklevel`` counts from this function, so that the warning points at the code
+    that asked for the adapter rather than at this module.
+    """
+    if cls in _warned:
+        return
+    _warned.add(cls)
+    warnings.warn(
+        f"{cls.__qualname__}.gather_mm_embeddings uses the pre-rename signature "
+        "(computed_prefill_lens, no draft_lookahead); rename the argument to "
+        "num_computed_tokens and add draft_lookahead: int = 0",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
