@@ -1,0 +1,209 @@
+"""Read the conformance suite's check registry and render it for the docs (stdlib only).
+
+The registry is ``conformance/catalog.py``, a plain data module. It is loaded by file
+path, not imported as ``rtmm_protocol.conformance.catalog``, because importing the
+package would import torch and the docs build must not need it. The build hook
+(``check_catalog.py``) and the docs tests both use the functions here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CATALOG_PATH = REPO_ROOT / "conformance" / "catalog.py"
+SPEC_PAGE = REPO_ROOT / "docs" / "specification.md"
+
+#: Where the full catalog table goes (on the check catalog page).
+CATALOG_MARKER = "<!-- check-catalog -->"
+#: Where one clause's checks are listed (on the specification page).
+CLAUSE_MARKER = re.compile(r"<!-- checks: (?P<clause>[A-Z][0-9]+) -->")
+#: A clause heading on the specification page: ``### G5 · ... {#G5 ...}``.
+CLAUSE_HEADING = re.compile(r"^#{2,6} .*\{[^}]*#(?P<clause>[A-Z][0-9]+)\b[^}]*\}\s*$", re.M)
+
+_MODULE_NAME = "_rtmm_docs_check_registry"
+
+
+class CatalogUnavailableError(RuntimeError):
+    """The suite's registry is missing or does not have the expected shape."""
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One registered check, reduced to what the docs show."""
+
+    id: str
+    clause: str
+    level: str
+    area: str
+    statement: str
+    since: str
+    targets: tuple[str, ...]
+
+
+def load_catalog_module(path: Path = CATALOG_PATH) -> ModuleType:
+    """Execute the registry file as a module without importing its package."""
+    if not path.is_file():
+        raise CatalogUnavailableError(
+            f"the check catalog page is generated from the suite's registry, but {path} "
+            "does not exist; the conformance suite must define CHECKS and CLAUSES there"
+        )
+    spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)
+    if spec is None or spec.loader is None:
+        raise CatalogUnavailableError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before executing: dataclasses look their module up in sys.modules.
+    sys.modules[_MODULE_NAME] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[_MODULE_NAME]
+        raise CatalogUnavailableError(
+            f"loading {path} failed with {type(error).__name__}: {error}"
+        ) from error
+    return module
+
+
+def _field(check: object, name: str) -> object:
+    try:
+        return getattr(check, name)
+    except AttributeError:
+        raise CatalogUnavailableError(
+            f"a CHECKS entry of the registry has no {name!r} field: {check!r}"
+        ) from None
+
+
+def read_checks(module: ModuleType) -> list[CheckRow]:
+    """The registry's ``CHECKS`` as :class:`CheckRow` values, in registry order."""
+    checks = getattr(module, "CHECKS", None)
+    if not isinstance(checks, Sequence) or not checks:
+        raise CatalogUnavailableError("the registry defines no non-empty CHECKS sequence")
+    rows = []
+    for check in checks:
+        targets = _field(check, "targets")
+        rows.append(
+            CheckRow(
+                id=str(_field(check, "id")),
+                clause=str(_field(check, "clause")),
+                level=str(_field(check, "level")),
+                area=str(_field(check, "area")),
+                statement=str(_field(check, "statement")),
+                since=str(_field(check, "since")),
+                targets=_as_strings(targets),
+            )
+        )
+    return rows
+
+
+def read_clauses(module: ModuleType) -> dict[str, str]:
+    """The registry's ``CLAUSES``: clause ID to its short title."""
+    clauses = getattr(module, "CLAUSES", None)
+    if not isinstance(clauses, Mapping) or not clauses:
+        raise CatalogUnavailableError("the registry defines no non-empty CLAUSES mapping")
+    return {str(k): str(v) for k, v in clauses.items()}
+
+
+def spec_clause_ids(markdown: str) -> list[str]:
+    """Clause IDs that have a heading anchor on the specification page, in page order."""
+    return [m.group("clause") for m in CLAUSE_HEADING.finditer(markdown)]
+
+
+def spec_clause_titles(markdown: str) -> dict[str, str]:
+    """Clause ID to the title of its heading (``### G5 · The rows {#G5}`` gives "The rows")."""
+    titles = {}
+    for match in CLAUSE_HEADING.finditer(markdown):
+        heading = match.group(0).split("{", 1)[0].lstrip("#").strip()
+        titles[match.group("clause")] = heading.split("·", 1)[-1].strip()
+    return titles
+
+
+def coverage_problems(spec_clauses: Iterable[str], checks: Iterable[CheckRow]) -> list[str]:
+    """Clauses without a check and checks naming an unknown clause, as sentences."""
+    spec = list(spec_clauses)
+    check_list = list(checks)
+    checked = {c.clause for c in check_list}
+    problems = [
+        f"clause {clause} is on the specification page but no check enforces it"
+        for clause in spec
+        if clause not in checked
+    ]
+    problems += [
+        f"check {c.id} names clause {c.clause}, which the specification page lacks"
+        for c in check_list
+        if c.clause not in spec
+    ]
+    return problems
+
+
+def _cell(text: str) -> str:
+    """Plain text made safe for a Markdown table cell (no links, no HTML, no column breaks)."""
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+        text = text.replace(raw, escaped)
+    for char in "\\|[]*`":
+        text = text.replace(char, "\\" + char)
+    return text.replace("\n", " ")
+
+
+def _level_badge(level: str) -> str:
+    return f'<span class="rtmm-level rtmm-level-{level.lower()}">{level}</span>'
+
+
+def render_clause_checks(clause: str, checks: Iterable[CheckRow]) -> str:
+    """A bullet list of the checks that enforce ``clause`` (for the specification page)."""
+    mine = [c for c in checks if c.clause == clause]
+    if not mine:
+        return f"*No check enforces {clause} yet.*"
+    return "\n".join(
+        f"- [`{c.id}`](checks.md#{c.id}) {_level_badge(c.level)} {_cell(c.statement)}" for c in mine
+    )
+
+
+def render_catalog(checks: Sequence[CheckRow], clauses: Mapping[str, str]) -> str:
+    """The catalog as Markdown: a summary line and one table per spec area."""
+    must = sum(1 for c in checks if c.level.upper() == "MUST")
+    lines = [
+        f"{len(checks)} checks over {len({c.clause for c in checks})} clauses "
+        f"({must} MUST, {len(checks) - must} SHOULD).",
+        "",
+    ]
+    areas: dict[str, list[CheckRow]] = {}
+    for check in checks:
+        areas.setdefault(check.area, []).append(check)
+    for area, rows in areas.items():
+        lines += [
+            f"## {area.replace('_', ' ').capitalize()} {{#area-{_slug(area)}}}",
+            "",
+            "| check | clause | level | requirement | since | targets |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for c in rows:
+            title = clauses.get(c.clause, "")
+            clause_link = f"[{c.clause}](specification.md#{c.clause} {_quote(title)})"
+            lines.append(
+                f'| <span id="{c.id}"></span>`{c.id}` | {clause_link} | {_level_badge(c.level)} '
+                f"| {_cell(c.statement)} | {c.since} | {', '.join(c.targets)} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _quote(title: str) -> str:
+    return '"' + title.replace('"', "'") + '"'
+
+
+def _as_strings(targets: object) -> tuple[str, ...]:
+    if isinstance(targets, str):
+        return (targets,)
+    if isinstance(targets, Iterable):
+        return tuple(str(t) for t in targets)
+    raise CatalogUnavailableError(f"a check's targets must be a string or strings, got {targets!r}")

@@ -1,0 +1,344 @@
+"""The docs are tested: their examples run, the spec page matches the suite, the site builds.
+
+- Every fenced ``python`` block of ``docs/**/*.md`` runs, page by page, in one namespace
+  per page (later blocks may use names from earlier ones). A block is skipped only when
+  its first line says why, visibly: ``# docs-test: skip (REASON)``; a block that starts
+  with ``# docs-test: needs-cuda`` runs only where CUDA is available. A block
+  whose first line is ``# file: NAME.py`` is also written to the working directory, so
+  later blocks and commands can import it.
+- The specification page has an anchored heading for every clause, and every clause has
+  a check in the suite's registry and vice versa.
+- ``mkdocs build --strict`` passes with torch and numpy made unimportable, so the build
+  provably reads the source statically; the built site references nothing off-site.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
+SPEC_PAGE = DOCS / "specification.md"
+
+#: Every clause of the contract, in specification order.
+CLAUSES = (
+    *(f"G{n}" for n in range(1, 11)),
+    *(f"D{n}" for n in range(1, 6)),
+    *(f"R{n}" for n in range(1, 5)),
+    *(f"E{n}" for n in range(1, 4)),
+    *(f"T{n}" for n in range(1, 4)),
+)
+
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
+_SKIP = re.compile(r"^#\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*$")
+_NEEDS_CUDA = re.compile(r"^#\s*docs-test:\s*needs-cuda\s*$")
+CUDA_SKIP_REASON = "needs a CUDA GPU"
+_FILE = re.compile(r"^#\s*file:\s*(?P<name>[\w./-]+\.py)\s*$")
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+catalog_tools = _load("rtmm_docs_catalog", DOCS / "_hooks" / "rtmm_docs_catalog.py")
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One fenced code block of a page."""
+
+    page: str
+    line: int  # 1-based line of the first code line
+    language: str
+    info: str  # everything after the fence, e.g. 'text title="Output"'
+    code: str
+
+    @property
+    def is_output(self) -> bool:
+        """An ``Output`` block shows what the Python block before it prints."""
+        return 'title="Output"' in self.info
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why this block does not run here, or ``None`` when it runs."""
+        first = self.code.split("\n", 1)[0].strip()
+        if _NEEDS_CUDA.match(first):
+            import torch
+
+            return None if torch.cuda.is_available() else CUDA_SKIP_REASON
+        match = _SKIP.match(first)
+        return None if match is None else match.group("reason").strip()
+
+    @property
+    def file_name(self) -> str | None:
+        match = _FILE.match(self.code.split("\n", 1)[0].strip())
+        return None if match is None else match.group("name")
+
+
+def code_blocks(path: Path) -> list[CodeBlock]:
+    """The fenced code blocks of a Markdown file, with their language and position."""
+    lines = path.read_text("utf-8").splitlines()
+    blocks: list[CodeBlock] = []
+    index = 0
+    while index < len(lines):
+        opening = _FENCE_OPEN.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        indent, fence = opening.group("indent"), opening.group("fence")
+        info = opening.group("info").strip()
+        language = info.split(" ", 1)[0].lstrip(".").lower()
+        body: list[str] = []
+        index += 1
+        start = index
+        while index < len(lines) and lines[index].strip() != fence:
+            line = lines[index]
+            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
+            index += 1
+        if index >= len(lines):
+            raise AssertionError(f"{path}:{start}: code fence {fence!r} is never closed")
+        index += 1
+        page = str(path.relative_to(DOCS))
+        blocks.append(CodeBlock(page, start + 1, language, info, "\n".join(body)))
+    return blocks
+
+
+PAGES = sorted(p for p in DOCS.rglob("*.md") if not p.relative_to(DOCS).parts[0].startswith("_"))
+PAGES_WITH_PYTHON = [p for p in PAGES if any(b.language == "python" for b in code_blocks(p))]
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_PYTHON, ids=lambda p: str(p.relative_to(DOCS)))
+def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a page's Python blocks in order; skip only blocks that say why."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    skipped: list[str] = []
+    ran = 0
+    blocks = code_blocks(page)
+    for position, block in enumerate(blocks):
+        if block.language != "python":
+            continue
+        reason = block.skip_reason
+        if reason is not None:
+            assert reason, f"{block.page}:{block.line}: a skipped block must say why"
+            skipped.append(f"line {block.line}: {reason}")
+            continue
+        if block.file_name is not None:
+            target = tmp_path / block.file_name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(block.code + "\n", "utf-8")
+        # Pad so that tracebacks point at the line of the Markdown file.
+        source = "\n" * (block.line - 1) + block.code
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(source, str(page), "exec"), namespace)
+        ran += 1
+        shown = blocks[position + 1] if position + 1 < len(blocks) else None
+        if shown is not None and shown.is_output:
+            assert printed.getvalue().rstrip("\n") == shown.code.rstrip("\n"), (
+                f"{shown.page}:{shown.line}: the Output block differs from what the "
+                f"example at line {block.line} prints:\n{printed.getvalue()}"
+            )
+    assert ran > 0, f"{page}: every Python block is skipped ({skipped})"
+
+
+def test_skip_markers_give_reasons() -> None:
+    """No block is skipped silently: a skip marker without a reason is an error."""
+    for page in PAGES:
+        for block in code_blocks(page):
+            first = block.code.split("\n", 1)[0]
+            if "docs-test" in first and not _NEEDS_CUDA.match(first.strip()):
+                assert block.skip_reason, f"{block.page}:{block.line}: malformed skip marker"
+
+
+def test_spec_page_anchors_every_clause() -> None:
+    """Every clause has exactly one anchored heading, a level badge and a checks list."""
+    text = SPEC_PAGE.read_text("utf-8")
+    assert catalog_tools.spec_clause_ids(text) == list(CLAUSES)
+    sections = re.split(r"^### ", text, flags=re.M)[1:]
+    for clause, section in zip(CLAUSES, sections, strict=True):
+        assert f"{{#{clause}}}" in section.splitlines()[0], clause
+        assert "rtmm-level-" in section, f"{clause} has no level badge"
+        assert f"<!-- checks: {clause} -->" in section, f"{clause} lists no checks"
+        assert "**Why.**" in section, f"{clause} gives no rationale"
+        assert "**Example.**" in section, f"{clause} gives no example"
+
+
+def test_spec_clauses_match_check_catalog() -> None:
+    """Each clause on the spec page has a check; each check names a clause on the page."""
+    module = catalog_tools.load_catalog_module()
+    checks = catalog_tools.read_checks(module)
+    spec = catalog_tools.spec_clause_ids(SPEC_PAGE.read_text("utf-8"))
+    assert catalog_tools.coverage_problems(spec, checks) == []
+    titles = catalog_tools.spec_clause_titles(SPEC_PAGE.read_text("utf-8"))
+    assert titles == catalog_tools.read_clauses(module), "headings differ from CLAUSES titles"
+
+
+def test_coverage_problems_reports_both_directions() -> None:
+    """The drift check itself notices a clause without checks and an unknown clause."""
+    check = catalog_tools.CheckRow("G9-x", "G9", "MUST", "gather", "s", "1.0", ("model_state",))
+    problems = catalog_tools.coverage_problems(["G1"], [check])
+    assert problems == [
+        "clause G1 is on the specification page but no check enforces it",
+        "check G9-x names clause G9, which the specification page lacks",
+    ]
+
+
+def test_missing_registry_fails_clearly(tmp_path: Path) -> None:
+    """Without the suite's registry the catalog cannot be built, and says why."""
+    with pytest.raises(catalog_tools.CatalogUnavailableError, match="CHECKS and CLAUSES"):
+        catalog_tools.load_catalog_module(tmp_path / "catalog.py")
+
+
+def test_batch_figure_is_current() -> None:
+    """The committed SVG is exactly what the generator draws from the reference gather."""
+    generator = _load("rtmm_docs_batch_figure", DOCS / "_gen" / "batch_figure.py")
+    committed = (DOCS / "assets" / "batch-figure.svg").read_text("utf-8")
+    assert generator.render_batch_figure() == committed, (
+        "docs/assets/batch-figure.svg is stale: run python docs/_gen/batch_figure.py"
+    )
+
+
+# --------------------------------------------------------------------------- the build
+
+_BUILD_WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None  # any import of torch (or numpy) now fails
+sys.modules["numpy"] = None
+from mkdocs.__main__ import cli
+sys.argv = ["mkdocs", "build", "--strict", "--site-dir", sys.argv[1]]
+cli()
+"""
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the site once for this module, strictly and with torch unimportable."""
+    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
+    pytest.importorskip("material", reason="the docs extra (mkdocs-material) is not installed")
+    pytest.importorskip("mkdocstrings", reason="the docs extra (mkdocstrings) is not installed")
+    site = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", _BUILD_WITHOUT_TORCH, str(site)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{log}"
+    assert "WARNING" not in log, f"the build logged warnings:\n{log}"
+    return site
+
+
+def test_site_builds_strictly_without_torch(built_site: Path) -> None:
+    """Every page of the nav is built, and the spec page carries every clause anchor."""
+    for page in ("index.html", "specification/index.html", "checks/index.html"):
+        assert (built_site / page).is_file(), page
+    spec_html = (built_site / "specification" / "index.html").read_text("utf-8")
+    for clause in CLAUSES:
+        assert f'id="{clause}"' in spec_html, clause
+    assert (built_site / "assets" / "batch-figure.svg").is_file()
+    assert (built_site / "search" / "search_index.json").is_file()
+
+
+class _ExternalRefs(HTMLParser):
+    """Collects the URLs a page would load (scripts, styles, images, fonts, frames)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag in {"script", "img", "iframe", "source", "audio", "video"}:
+            self.loaded.append(values.get("src") or "")
+        if tag == "link" and (values.get("rel") or "") not in {"canonical", "alternate"}:
+            self.loaded.append(values.get("href") or "")
+
+
+def test_site_loads_nothing_off_site(built_site: Path) -> None:
+    """No page loads a script, style, font or image from another host."""
+    offenders = []
+    for page in built_site.rglob("*.html"):
+        parser = _ExternalRefs()
+        parser.feed(page.read_text("utf-8"))
+        offenders += [
+            f"{page.relative_to(built_site)}: {url}"
+            for url in parser.loaded
+            if re.match(r"^(https?:)?//", url)
+        ]
+    for css in built_site.rglob("*.css"):
+        offenders += [
+            f"{css.relative_to(built_site)}: {url}"
+            for url in re.findall(r"url\(\s*['\"]?((?:https?:)?//[^)'\"]+)", css.read_text("utf-8"))
+        ]
+    assert offenders == []
+
+
+def test_check_catalog_page_lists_every_check(built_site: Path) -> None:
+    """The built catalog page has an anchor for each registered check."""
+    checks = catalog_tools.read_checks(catalog_tools.load_catalog_module())
+    html = (built_site / "checks" / "index.html").read_text("utf-8")
+    missing = [c.id for c in checks if f'id="{c.id}"' not in html]
+    assert missing == []
+
+
+class _LinksAndIds(HTMLParser):
+    """Collects the ids a page defines and the relative links it makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if values.get("id"):
+            self.ids.add(values["id"] or "")
+        href = values.get("href") or ""
+        if tag == "a" and href and not re.match(r"^([a-z]+:|/)", href):
+            self.links.append(href)
+
+
+def test_site_has_no_broken_internal_links(built_site: Path) -> None:
+    """Every relative link of the built site, hooks' links included, reaches a page and id."""
+    pages: dict[Path, _LinksAndIds] = {}
+    for page in built_site.rglob("*.html"):
+        parser = _LinksAndIds()
+        parser.feed(page.read_text("utf-8"))
+        pages[page.resolve()] = parser
+    broken = []
+    for page, parser in pages.items():
+        for href in parser.links:
+            path, _, anchor = href.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{page.relative_to(built_site.resolve())}: {href}")
+            elif anchor and target in pages and anchor not in pages[target].ids:
+                broken.append(f"{page.relative_to(built_site.resolve())}: {href} (no such id)")
+    assert broken == []
