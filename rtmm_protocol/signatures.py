@@ -209,12 +209,14 @@ def _implementation_signature(target: object, name: str) -> inspect.Signature | 
             return missing
         if isinstance(raw, property):
             return SignatureProblem(name, None, "a method", "a property")
-        if isinstance(raw, classmethod):
-            raw = getattr(target, name)
-        elif isinstance(raw, staticmethod):
-            raw = raw.__func__
+        # A plain function on the class is called with the instance as ``self``;
+        # static and class methods are not, and other callables are not bound at all.
         drop_self = isinstance(raw, types.FunctionType)
         candidate: object = raw
+        if isinstance(raw, classmethod):
+            candidate = getattr(target, name)
+        elif isinstance(raw, staticmethod):
+            candidate = raw.__func__
     else:
         try:
             candidate = getattr(target, name)
@@ -261,6 +263,8 @@ def _compare(
         if wanted.kind in _POSITIONAL:
             found = positional[index] if index < len(positional) else None
             if found is None:
+                if wanted.name in by_name:
+                    accounted.add(wanted.name)
                 if not (var_positional and var_keyword):
                     problems.append(_missing(method, wanted, by_name, positional=index))
                 continue

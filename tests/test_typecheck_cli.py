@@ -1,0 +1,227 @@
+"""``python -m rtmm_protocol typecheck``: verdicts on the reference and on broken examples.
+
+The command runs mypy (and pyright when installed) in a subprocess; each batch of classes
+costs one run of each, so the classes are checked in two batches (all conforming, all
+broken) shared by the tests. mypy's cache lives in ``.mypy_cache/typecheck-cli-*``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support import typing_examples
+
+from rtmm_protocol.signatures import (
+    SignatureProblem,
+    check_gatherer_signature,
+    check_model_state_signature,
+)
+from rtmm_protocol.typecheck import main
+from rtmm_protocol.typecheck.static import find_pyright
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = REPO / "tests"
+EXAMPLES = "support.typing_examples"
+REFERENCE = [
+    "rtmm_protocol.reference.encoder_runner:EncoderRunner",
+    "rtmm_protocol.reference.model_state:ReferenceModelState",
+]
+CONFORMING = [*REFERENCE, f"{EXAMPLES}:KeywordOnlyGatherer", f"{EXAMPLES}:TextOnlyState"]
+BROKEN = [
+    f"{EXAMPLES}:OldNameGatherer",
+    f"{EXAMPLES}:LookaheadDefaultOneGatherer",
+    f"{EXAMPLES}:NumpyDummyState",
+    f"{EXAMPLES}:NoLookaheadDefaultState",
+]
+HAS_PYRIGHT = find_pyright() is not None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Exit status and the printed report, split into one block of lines per class."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+    def block(self, spec: str) -> list[str]:
+        lines = self.stdout.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"{spec} ("))
+        end = start + 1
+        while end < len(lines) and lines[end].startswith("  "):
+            end += 1
+        return lines[start:end]
+
+
+@contextlib.contextmanager
+def _invoked_from(directory: Path) -> Iterator[None]:
+    """Run as if started in ``directory``, with a mypy cache kept under the repository."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(directory)
+        patch.setenv("MYPY_CACHE_DIR", str(REPO / ".mypy_cache" / f"typecheck-cli-{worker}"))
+        yield
+
+
+def run(argv: Sequence[str], directory: Path = TESTS) -> Outcome:
+    out, err = io.StringIO(), io.StringIO()
+    with _invoked_from(directory), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return Outcome(status, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def conforming() -> Outcome:
+    return run(CONFORMING)
+
+
+@pytest.fixture(scope="module")
+def broken() -> Outcome:
+    return run(BROKEN)
+
+
+def test_reference_and_conforming_examples_pass(conforming: Outcome) -> None:
+    assert conforming.status == 0, conforming.stdout
+    checkers = (
+        "run-time signature check, mypy, pyright"
+        if HAS_PYRIGHT
+        else "run-time signature check, mypy"
+    )
+    for spec in CONFORMING:
+        assert conforming.block(spec) == [
+            f"{spec} ({'ModelState' if 'State' in spec else 'MMEmbeddingGatherer'}): "
+            f"conforms ({checkers})"
+        ]
+    assert conforming.stdout.rstrip().endswith("4 of 4 classes conform")
+
+
+def test_broken_examples_fail_with_exit_status_1(broken: Outcome) -> None:
+    assert broken.status == 1
+    for spec in BROKEN:
+        assert broken.block(spec)[0].endswith(": does not conform")
+    assert broken.stdout.rstrip().endswith("0 of 4 classes conform")
+
+
+def test_old_argument_name_is_explained_by_every_check(broken: Outcome) -> None:
+    block = "\n".join(broken.block(f"{EXAMPLES}:OldNameGatherer"))
+    assert (
+        "expected a parameter named num_computed_tokens (renamed from computed_prefill_lens)"
+        in block
+    )
+    assert (
+        "gather_mm_embeddings(draft_lookahead): expected a parameter named draft_lookahead" in block
+    )
+    assert "mypy: Incompatible return value type" in block
+    assert "computed_prefill_lens: IntArray) -> tuple[list[Tensor], Tensor]" in block
+    if HAS_PYRIGHT:
+        assert 'Missing keyword parameter "num_computed_tokens"' in block
+
+
+def test_a_wrong_default_value_is_caught_at_run_time_only(broken: Outcome) -> None:
+    block = broken.block(f"{EXAMPLES}:LookaheadDefaultOneGatherer")
+    assert block[1:] == [
+        "  run-time signature check:",
+        "    - gather_mm_embeddings(draft_lookahead): expected a default of 0; found a default of 1",
+    ]
+
+
+def test_a_wrong_return_type_is_caught_by_the_type_checkers(broken: Outcome) -> None:
+    block = broken.block(f"{EXAMPLES}:NumpyDummyState")
+    assert not any("run-time" in line for line in block)
+    details = [line for line in block if line.startswith("    - dummy_inputs_embeds: expected")]
+    assert len(details) == 1
+    assert "-> Tensor | None; found def dummy_inputs_embeds" in details[0]
+    if HAS_PYRIGHT:
+        assert any(line.startswith("  pyright: ") for line in block)
+
+
+def test_a_dropped_default_is_caught_by_every_check(broken: Outcome) -> None:
+    block = broken.block(f"{EXAMPLES}:NoLookaheadDefaultState")
+    text = "\n".join(block)
+    assert (
+        "gather_mm_embeddings(draft_lookahead): expected a default of 0; found no default" in text
+    )
+    assert "draft_lookahead: int) -> tuple[list[Tensor], Tensor]" in text
+    if HAS_PYRIGHT:
+        assert 'Parameter "draft_lookahead" is missing default argument' in text
+
+
+@pytest.mark.parametrize(
+    ("name", "check"),
+    [
+        ("OldNameGatherer", check_gatherer_signature),
+        ("LookaheadDefaultOneGatherer", check_gatherer_signature),
+        ("NumpyDummyState", check_model_state_signature),
+        ("NoLookaheadDefaultState", check_model_state_signature),
+    ],
+)
+def test_run_time_lines_are_the_signature_checks_verdict(
+    broken: Outcome, name: str, check: Callable[[object], list[SignatureProblem]]
+) -> None:
+    # The command and the conformance suite share rtmm_protocol.signatures: same words.
+    expected = [f"    - {problem}" for problem in check(getattr(typing_examples, name))]
+    block = broken.block(f"{EXAMPLES}:{name}")
+    start = block.index("  run-time signature check:") + 1 if expected else len(block)
+    shown = [line for line in block[start:] if line.startswith("    - ")][: len(expected)]
+    assert shown == expected
+
+
+def test_protocol_option_overrides_detection() -> None:
+    outcome = run(["--no-pyright", "--protocol", "ModelState", f"{EXAMPLES}:KeywordOnlyGatherer"])
+    assert outcome.status == 1
+    text = outcome.stdout
+    assert f"{EXAMPLES}:KeywordOnlyGatherer (ModelState): does not conform" in text
+    assert (
+        "dummy_inputs_embeds: expected a method named dummy_inputs_embeds; found no such method"
+        in text
+    )
+    assert "pyright: skipped (--no-pyright)" in text
+
+
+def test_modules_in_the_invocation_directory_import(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.mypy]\nstrict = true\nwarn_unreachable = true\npython_version = "3.10"\n'
+    )
+    (tmp_path / "local_runner.py").write_text(
+        "from rtmm_protocol.reference import EncoderRunner\n\n\n"
+        "class LocalRunner(EncoderRunner):\n"
+        '    """A subclass living next to where the command runs."""\n'
+    )
+    outcome = run(["--no-pyright", "local_runner:LocalRunner"], directory=tmp_path)
+    assert outcome.status == 0, outcome.stdout + outcome.stderr
+    assert "local_runner:LocalRunner (MMEmbeddingGatherer): conforms" in outcome.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "the following arguments are required: MODULE:CLASS"),
+        (["no_colon"], "'no_colon' is not of the form MODULE:CLASS"),
+        (["pkg:"], "'pkg:' is not of the form MODULE:CLASS"),
+        (["no_such_module_here:X"], "cannot import module 'no_such_module_here'"),
+        ([f"{EXAMPLES}:Missing"], f"module '{EXAMPLES}' has no attribute 'Missing'"),
+        ([f"{EXAMPLES}:torch"], "is a module, not a class"),
+        (
+            [f"{EXAMPLES}:NeitherStateNorGatherer"],
+            "pass --protocol (ModelState or MMEmbeddingGatherer)",
+        ),
+        (["--protocol", "Model", f"{EXAMPLES}:TextOnlyState"], "invalid choice: 'Model'"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(argv: list[str], message: str) -> None:
+    outcome = run(argv)
+    assert outcome.status == 2
+    assert message in outcome.stderr
+    assert outcome.stdout == ""
+
+
+def test_help_exits_0() -> None:
+    outcome = run(["--help"])
+    assert outcome.status == 0
+    assert "MODULE:CLASS" in outcome.stdout
