@@ -1,0 +1,408 @@
+"""Look at the built site in a real browser: headless Chromium, served from 127.0.0.1.
+
+The check builds the site (or takes a built one), serves it on a free local port and
+drives Chromium through the DevTools protocol over a pipe (``--remote-debugging-pipe``,
+so it needs nothing beyond the standard library). It loads
+
+1. the home page,
+2. the specification page, and checks that every clause anchor (``#G5``, ``#D2``, ...)
+   exists and that the batch figure loaded,
+3. the search: types a query into the search box and waits for results,
+
+and fails on any console error, uncaught exception, failed load, or request to a host
+other than 127.0.0.1. Screenshots of the specification page and of the search results
+are written as PNG files.
+
+Usage::
+
+    python docs/_gen/browser_check.py [--site DIR] [--out DIR] [--chromium PATH]
+
+Chromium comes from Debian's ``chromium`` package (``apt-get install -y chromium``), or
+any Chromium/Chrome binary given with ``--chromium`` or ``RTMM_DOCS_CHROMIUM``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import fcntl
+import functools
+import http.server
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parents[2]
+CLAUSES = (
+    *(f"G{n}" for n in range(1, 11)),
+    *(f"D{n}" for n in range(1, 6)),
+    *(f"R{n}" for n in range(1, 5)),
+    *(f"E{n}" for n in range(1, 4)),
+    *(f"T{n}" for n in range(1, 4)),
+)
+SEARCH_QUERY = "lookahead"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--disable-extensions",
+    "--remote-debugging-pipe",
+)
+
+
+class BrowserCheckError(RuntimeError):
+    """The browser could not be driven (as opposed to a finding about the site)."""
+
+
+def find_chromium(explicit: str | None = None) -> str | None:
+    """The Chromium binary to use: the argument, ``RTMM_DOCS_CHROMIUM``, or one on PATH."""
+    for candidate in (explicit, os.environ.get("RTMM_DOCS_CHROMIUM")):
+        if candidate:
+            return candidate
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@dataclass
+class _Session:
+    """A DevTools session with one page, over Chromium's debugging pipe."""
+
+    process: subprocess.Popen[bytes]
+    to_browser: int
+    from_browser: int
+    messages: queue.Queue[dict[str, Any]] = field(default_factory=queue.Queue)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    session_id: str | None = None
+    _next_id: int = 0
+
+    def start_reader(self) -> None:
+        def read() -> None:
+            buffer = b""
+            while True:
+                try:
+                    chunk = os.read(self.from_browser, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                buffer += chunk
+                while b"\0" in buffer:
+                    raw, buffer = buffer.split(b"\0", 1)
+                    self.messages.put(json.loads(raw))
+            self.messages.put({"closed": True})
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def send(self, method: str, timeout: float = 30.0, **params: Any) -> dict[str, Any]:
+        """Send a command and wait for its reply, keeping the events that arrive meanwhile."""
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if self.session_id is not None and not method.startswith("Target."):
+            message["sessionId"] = self.session_id
+        os.write(self.to_browser, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._next(deadline, f"reply to {method}")
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise BrowserCheckError(f"{method} failed: {reply['error']}")
+                result: dict[str, Any] = reply.get("result", {})
+                return result
+            self.events.append(reply)
+
+    def wait_for_event(self, method: str, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait for the next event named ``method`` (events seen earlier do not count)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self._next(deadline, method)
+            self.events.append(event)
+            if event.get("method") == method:
+                return event
+
+    def evaluate(self, expression: str) -> Any:
+        """Evaluate JavaScript in the page and return its (JSON) value."""
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise BrowserCheckError(f"evaluating {expression!r} threw {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def poll(self, expression: str, timeout: float = 20.0) -> Any:
+        """Evaluate ``expression`` until it is truthy; return its last value."""
+        deadline = time.monotonic() + timeout
+        value = self.evaluate(expression)
+        while not value and time.monotonic() < deadline:
+            time.sleep(0.2)
+            value = self.evaluate(expression)
+        return value
+
+    def drain(self) -> None:
+        """Move events that arrived without a command into :attr:`events`."""
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self.events.append(self.messages.get_nowait())
+
+    def _next(self, deadline: float, waiting_for: str) -> dict[str, Any]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BrowserCheckError(f"timed out waiting for {waiting_for}")
+        try:
+            message = self.messages.get(timeout=remaining)
+        except queue.Empty:
+            raise BrowserCheckError(f"timed out waiting for {waiting_for}") from None
+        if message.get("closed"):
+            raise BrowserCheckError(f"Chromium closed its pipe while waiting for {waiting_for}")
+        return message
+
+
+@contextlib.contextmanager
+def _chromium(binary: str, profile: Path) -> Iterator[_Session]:
+    """Start Chromium with its debugging pipe on fds 3 (commands) and 4 (replies)."""
+    commands_read, commands_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+
+    def wire_pipes() -> None:  # runs in the child, before exec
+        # Move both ends out of the way first, so that dup2 cannot clobber one with the other.
+        commands = fcntl.fcntl(commands_read, fcntl.F_DUPFD, 10)
+        replies = fcntl.fcntl(replies_write, fcntl.F_DUPFD, 10)
+        os.dup2(commands, 3)
+        os.dup2(replies, 4)
+
+    process = subprocess.Popen(
+        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=wire_pipes,  # safe: called before this module starts any thread
+        pass_fds=(3, 4),
+    )
+    os.close(commands_read)
+    os.close(replies_write)
+    session = _Session(process, commands_write, replies_read)
+    session.start_reader()
+    try:
+        yield session
+    finally:
+        with contextlib.suppress(BrowserCheckError, OSError):
+            session.send("Browser.close", timeout=5)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        os.close(commands_write)
+        os.close(replies_read)
+
+
+@contextlib.contextmanager
+def _serve(site: Path) -> Iterator[str]:
+    """Serve ``site`` on a free port of 127.0.0.1; yield the base URL."""
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _problems_in(events: Sequence[dict[str, Any]], page: str) -> list[str]:
+    """Console errors, exceptions, failed loads and off-host requests among the events."""
+    problems = []
+    for event in events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.consoleAPICalled" and params.get("type") in {"error", "assert"}:
+            text = " ".join(str(a.get("value", a.get("description", ""))) for a in params["args"])
+            problems.append(f"{page}: console.{params['type']}: {text}")
+        elif method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            text = details.get("exception", {}).get("description") or details.get("text")
+            problems.append(f"{page}: uncaught exception: {text}")
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            entry = params["entry"]
+            problems.append(
+                f"{page}: {entry.get('source')} error: {entry.get('text')} {entry.get('url', '')}"
+            )
+        elif method == "Network.requestWillBeSent":
+            url = params["request"]["url"]
+            host = urlsplit(url).hostname
+            if urlsplit(url).scheme in {"http", "https", "ws", "wss"} and host != "127.0.0.1":
+                problems.append(f"{page}: request to another host: {url}")
+        elif method == "Network.loadingFailed" and not params.get("canceled"):
+            problems.append(f"{page}: a load failed: {params.get('errorText')}")
+    return problems
+
+
+def _open(session: _Session, url: str) -> None:
+    session.events.clear()
+    session.send("Page.navigate", url=url)
+    session.wait_for_event("Page.loadEventFired")
+    time.sleep(0.5)  # let deferred scripts run and report
+    session.drain()
+
+
+def _screenshot(session: _Session, path: Path) -> None:
+    data = session.send("Page.captureScreenshot", format="png")["data"]
+    path.write_bytes(base64.b64decode(data))
+
+
+@dataclass
+class BrowserReport:
+    """What the browser saw: problems (empty means the check passed) and screenshots."""
+
+    problems: list[str]
+    screenshots: list[Path]
+    notes: list[str]
+
+
+def check_site(site: Path, out: Path, chromium: str) -> BrowserReport:
+    """Load home, specification and search of the built ``site`` in headless Chromium."""
+    out.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    notes: list[str] = []
+    shots: list[Path] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="rtmm-chromium-") as profile,
+        _chromium(chromium, Path(profile)) as session,
+        _serve(site) as base,
+    ):
+        target = session.send("Target.createTarget", url="about:blank")["targetId"]
+        attached = session.send("Target.attachToTarget", targetId=target, flatten=True)
+        session.session_id = attached["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            session.send(f"{domain}.enable")
+        session.send(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+        # 1. Home page.
+        _open(session, base)
+        title = session.evaluate("document.title")
+        notes.append(f"home: title {title!r}")
+        if "rtmm-protocol" not in str(title):
+            problems.append(f"home: unexpected title {title!r}")
+        problems += _problems_in(session.events, "home")
+
+        # 2. Specification page: every clause anchor, and the figure.
+        _open(session, base + "specification/#G5")
+        missing = session.evaluate(
+            f"{json.dumps(list(CLAUSES))}.filter(id => !document.getElementById(id))"
+        )
+        if missing:
+            problems.append(f"specification: missing anchors {missing}")
+        figure_width = session.evaluate(
+            "(document.querySelector('img[src$=\"batch-figure.svg\"]') || {}).naturalWidth || 0"
+        )
+        if not figure_width:
+            problems.append("specification: the batch figure did not load")
+        notes.append(
+            f"specification: {len(CLAUSES) - len(missing or [])}/{len(CLAUSES)} clause "
+            f"anchors, batch figure {figure_width}px wide"
+        )
+        problems += _problems_in(session.events, "specification")
+        shot = out / "docs-specification-G5.png"
+        _screenshot(session, shot)
+        shots.append(shot)
+
+        # 3. Search: type a query, wait for results.
+        _open(session, base)
+        session.evaluate("document.querySelector('[data-md-component=\"search-query\"]').focus()")
+        session.poll(
+            "document.querySelector('[data-md-component=\"search-query\"]') === document.activeElement"
+        )
+        for char in SEARCH_QUERY:
+            session.send("Input.dispatchKeyEvent", type="keyDown", text=char, key=char)
+            session.send("Input.dispatchKeyEvent", type="keyUp", key=char)
+        count = session.poll("document.querySelectorAll('.md-search-result__item').length")
+        meta = session.evaluate(
+            "(document.querySelector('.md-search-result__meta') || {}).textContent || ''"
+        )
+        notes.append(f"search {SEARCH_QUERY!r}: {count} results ({meta.strip()})")
+        if not count:
+            problems.append(f"search: no results for {SEARCH_QUERY!r} ({meta.strip()!r})")
+        session.drain()
+        problems += _problems_in(session.events, "search")
+        shot = out / "docs-search.png"
+        _screenshot(session, shot)
+        shots.append(shot)
+    return BrowserReport(problems, shots, notes)
+
+
+def build_site(site: Path) -> None:
+    """Build the docs strictly into ``site``."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        env=env,
+        check=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the check; exit status 0 when the browser saw no problem."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--site", type=Path, help="a built site (default: build one)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "rtmm-docs-browser-check",
+        help="screenshots go here",
+    )
+    parser.add_argument("--chromium", help="the Chromium binary (default: found on PATH)")
+    args = parser.parse_args(argv)
+    chromium = find_chromium(args.chromium)
+    if chromium is None:
+        print("no Chromium found: apt-get install -y chromium, or pass --chromium", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="rtmm-site-") as scratch:
+        site = args.site
+        if site is None:
+            site = Path(scratch) / "site"
+            build_site(site)
+        report = check_site(site, args.out, chromium)
+    for note in report.notes:
+        print(note)
+    for shot in report.screenshots:
+        print(f"screenshot: {shot}")
+    for problem in report.problems:
+        print(f"PROBLEM {problem}")
+    print(
+        "browser check: "
+        + ("passed" if not report.problems else f"{len(report.problems)} problems")
+    )
+    return 0 if not report.problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
