@@ -1,0 +1,194 @@
+"""The reference on a CUDA device: buffers, pinned staging, no allocation on dummy runs (D4)
+and CUDA-graph replay of a forward captured on a dummy run (R4).
+
+Every test here is marked ``cuda`` and skips with a reason where CUDA is not available.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support.toy_state import encodable_feature, make_state
+
+from rtmm_protocol.reference import ReferenceInputBatch, ReferenceModelState
+
+pytestmark = pytest.mark.cuda
+
+MAX = 32
+HIDDEN = 16
+#: Counters of the caching allocator that any device allocation moves.
+_ALLOCATION_STATS = (
+    "allocation.all.allocated",
+    "allocated_bytes.all.allocated",
+    "segment.all.allocated",
+    "reserved_bytes.all.allocated",
+)
+
+
+def _register(state: ReferenceModelState) -> None:
+    """A prefill request with an image and a masked audio item, and a streaming one."""
+    cache = state.encoder_cache
+    cache.add_request(
+        "p",
+        [
+            encodable_feature("p-img", 2, 5, seed=1, modality="image"),
+            encodable_feature("p-aud", 9, 4, is_embed=[True, False, True, True], seed=2),
+        ],
+    )
+    cache.add_request("s", [encodable_feature("s-0", 0, 3, seed=3)])
+    cache.append_feature("s", encodable_feature("s-1", 20, 4, seed=4))
+
+
+_SCHEDULED = {"p": [0, 1], "s": [0, 1]}
+
+
+def _batch(padded: int, device: torch.device) -> ReferenceInputBatch:
+    # p: first 12 prompt tokens of 16; s: decoding 3 tokens at 20..22 over streamed audio.
+    return ReferenceInputBatch.from_requests(
+        ["p", "s"], [16, 5], [0, 20], [12, 3], num_tokens_after_padding=padded, device=device
+    )
+
+
+def _allocator_stats(device: torch.device) -> dict[str, int]:
+    torch.cuda.synchronize(device)
+    stats = torch.cuda.memory_stats(device)
+    return {key: int(stats.get(key, 0)) for key in _ALLOCATION_STATS}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_buffers_live_on_the_device_and_the_mask_is_staged_in_pinned_memory(
+    cuda_device: torch.device, dtype: torch.dtype
+) -> None:
+    state, _, _ = make_state(
+        realtime=True, max_num_tokens=MAX, hidden_size=HIDDEN, dtype=dtype, device=cuda_device
+    )
+    assert state.device.type == "cuda"
+    for n in (0, 1, MAX):
+        view = state.dummy_inputs_embeds(n)
+        assert view is not None
+        assert (view.device.type, view.dtype, tuple(view.shape)) == ("cuda", dtype, (n, HIDDEN))
+    staging = state._mask_staging
+    assert staging is not None
+    assert staging.is_pinned()
+    assert staging.device.type == "cpu"
+    assert state._mask_device is not None
+    assert state._mask_device.device.type == "cuda"
+
+
+@pytest.mark.parametrize("realtime", [False, True])
+def test_real_path_on_the_device_equals_the_eager_merge(
+    cuda_device: torch.device, realtime: bool
+) -> None:
+    state, model, cache = make_state(
+        realtime=realtime, max_num_tokens=MAX, hidden_size=HIDDEN, device=cuda_device
+    )
+    _register(state)
+    batch = _batch(24, cuda_device)
+    out = state.get_mm_embeddings(_SCHEDULED, batch)
+    assert out is not None
+    full = state.dummy_inputs_embeds(MAX)
+    assert full is not None
+    assert out.device.type == "cuda"
+    assert out.untyped_storage().data_ptr() == full.untyped_storage().data_ptr()
+    assert tuple(out.shape) == (24, HIDDEN)
+    assert all(cache.encoder_outputs[k].device.type == "cuda" for k in ("p-img", "p-aud"))
+    mm_embeds, is_mm_embed = state.gather_mm_embeddings(batch)
+    assert is_mm_embed.device.type == "cpu"
+    eager = model.embed_input_ids(batch.input_ids[:15], mm_embeds, is_mm_embed.to(cuda_device))
+    torch.testing.assert_close(out[:15], eager, rtol=0, atol=0)
+
+
+def test_back_to_back_steps_each_see_their_own_mask(cuda_device: torch.device) -> None:
+    # The host mask goes through one pinned staging buffer with a non-blocking copy; the
+    # second step must not overwrite it while the first copy may still be reading it.
+    state, model, _ = make_state(
+        realtime=True, max_num_tokens=MAX, hidden_size=HIDDEN, device=cuda_device
+    )
+    _register(state)
+    first_batch = _batch(15, cuda_device)
+    first = state.get_mm_embeddings(_SCHEDULED, first_batch)
+    assert first is not None
+    first_copy = first.clone()
+    second_batch = ReferenceInputBatch.from_requests(
+        ["p"], [16], [12], [4], num_tokens_after_padding=4, device=cuda_device
+    )
+    second = state.get_mm_embeddings({"p": [1]}, second_batch)
+    assert second is not None
+    for batch, got in ((first_batch, first_copy), (second_batch, second)):
+        mm_embeds, is_mm_embed = state.gather_mm_embeddings(batch)
+        n = batch.num_tokens
+        want = model.embed_input_ids(batch.input_ids[:n], mm_embeds, is_mm_embed.to(cuda_device))
+        torch.testing.assert_close(got[:n], want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("realtime", [False, True])
+def test_d4_dummy_runs_leave_the_allocator_statistics_unchanged(
+    cuda_device: torch.device, realtime: bool
+) -> None:
+    state, model, _ = make_state(
+        realtime=realtime, max_num_tokens=MAX, hidden_size=HIDDEN, device=cuda_device
+    )
+    _register(state)
+    before = _allocator_stats(cuda_device)
+    views = [state.dummy_inputs_embeds(n) for n in range(MAX + 1)]
+    after = _allocator_stats(cuda_device)
+    assert after == before
+    assert model.encoder_calls == []
+    assert len({v.untyped_storage().data_ptr() for v in views if v is not None}) == 1
+
+
+def _forward(weight: torch.Tensor, inputs_embeds: torch.Tensor) -> torch.Tensor:
+    """A toy model body: one projection and a non-linearity over the input rows."""
+    return torch.tanh(inputs_embeds @ weight) + inputs_embeds
+
+
+@pytest.mark.parametrize("realtime", [False, True])
+def test_r4_graph_captured_on_a_dummy_run_replays_real_embeddings(
+    cuda_device: torch.device, realtime: bool
+) -> None:
+    padded = 24
+    state, _, _ = make_state(
+        realtime=realtime, max_num_tokens=MAX, hidden_size=HIDDEN, device=cuda_device
+    )
+    _register(state)
+    generator = torch.Generator(device=cuda_device).manual_seed(0)
+    weight = torch.randn(HIDDEN, HIDDEN, device=cuda_device, generator=generator)
+
+    # Warm up on a side stream, as graph capture requires, then capture on a dummy run.
+    side = torch.cuda.Stream(cuda_device)
+    side.wait_stream(torch.cuda.current_stream(cuda_device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            dummy = state.dummy_inputs_embeds(padded)
+            assert dummy is not None
+            _forward(weight, dummy)
+    torch.cuda.current_stream(cuda_device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured_input = state.dummy_inputs_embeds(padded)
+        assert captured_input is not None
+        static_out = _forward(weight, captured_input)
+
+    # Two real steps: each replay must read what get_mm_embeddings wrote into the buffer.
+    steps = [
+        (_SCHEDULED, _batch(padded, cuda_device)),
+        (
+            {"p": [1]},
+            ReferenceInputBatch.from_requests(
+                ["p", "s"],
+                [16, 5],
+                [12, 23],
+                [4, 1],
+                num_tokens_after_padding=padded,
+                device=cuda_device,
+            ),
+        ),
+    ]
+    for scheduled, batch in steps:
+        real = state.get_mm_embeddings(scheduled, batch)
+        assert real is not None
+        assert real.untyped_storage().data_ptr() == captured_input.untyped_storage().data_ptr()
+        graph.replay()
+        torch.cuda.synchronize(cuda_device)
+        eager = _forward(weight, real)
+        torch.testing.assert_close(static_out, eager)
