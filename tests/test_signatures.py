@@ -173,7 +173,7 @@ def test_broken_gatherer_signatures(parameters: str, expected: list[tuple[str, s
 
 
 def test_the_old_name_message_explains_the_rename() -> None:
-    (problem, missing) = check_gatherer_signature(typing_examples.OldNameGatherer)
+    (problem, missing) = check_gatherer_signature(typing_examples.PreRenameGatherer)
     assert str(problem) == (
         "gather_mm_embeddings(computed_prefill_lens): expected a parameter named "
         "num_computed_tokens (renamed from computed_prefill_lens); found a parameter still "

@@ -9,7 +9,8 @@ that pyright accepts (``--warn-unreachable`` has no pyright counterpart), and vi
 
 mypy runs once per test session, over both folders, with the repository's configuration
 (strict, ``warn_unreachable``) and a cache kept in ``.mypy_cache/typing-tests``; pyright
-runs once too when it is installed. Under pytest-xdist the first worker runs each checker
+runs once too when it is installed. The example classes come from
+``tests/support/typing_examples.py``, on both checkers' import path. Under pytest-xdist the first worker runs each checker
 and the others read its result.
 """
 
@@ -33,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "typing"
 PASS_FILES = sorted((CASES / "pass").glob("*.py"))
 FAIL_FILES = sorted((CASES / "fail").glob("*.py"))
+EXAMPLES = REPO / "tests" / "support" / "typing_examples.py"
 CACHE_DIR = REPO / ".mypy_cache" / "typing-tests"
 
 _EXPECTATION = re.compile(r"#\s*([EP]):\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
@@ -68,6 +70,13 @@ def _pyright_executable() -> str | None:
     return beside or shutil.which("pyright")
 
 
+def _importing_support(variable: str) -> dict[str, str]:
+    """The environment with ``tests`` on a checker's import path, for ``support.*``."""
+    env = dict(os.environ)
+    env[variable] = os.pathsep.join(filter(None, [str(REPO / "tests"), env.get(variable)]))
+    return env
+
+
 def _run_mypy() -> list[Finding]:
     command = [
         sys.executable,
@@ -79,9 +88,16 @@ def _run_mypy() -> list[Finding]:
         str(CACHE_DIR / "cache"),
         "--output",
         "json",
+        # Report the cases and their example catalogue, not the package they import
+        # (the package has its own mypy run).
+        "--follow-imports",
+        "silent",
+        str(EXAMPLES),
         *(str(path) for path in PASS_FILES + FAIL_FILES),
     ]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command, cwd=REPO, env=_importing_support("MYPYPATH"), capture_output=True, text=True
+    )
     if done.returncode not in (0, 1):
         raise RuntimeError(f"mypy failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
     findings = []
@@ -110,7 +126,10 @@ def _run_pyright(executable: str) -> list[Finding]:
         sys.executable,
         *(str(path) for path in PASS_FILES + FAIL_FILES),
     ]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    # pyright takes its import path from the interpreter, which honours PYTHONPATH.
+    done = subprocess.run(
+        command, cwd=REPO, env=_importing_support("PYTHONPATH"), capture_output=True, text=True
+    )
     if done.returncode not in (0, 1):
         raise RuntimeError(f"pyright failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
     report = json.loads(done.stdout)
@@ -194,7 +213,9 @@ def _compare(path: Path, marker: str, findings: list[Finding], checker: str) -> 
         return
     lines = [f"{checker} findings in {name} differ from the expected ones:"]
     lines += [
-        f"  line {line}: expected [{code}], {checker} reported nothing" for line, code in missing
+        f"  line {line}: expected [{code}] x{expected[line, code]}, "
+        f"{checker} reported it x{seen[line, code]}"
+        for line, code in missing
     ]
     for finding in mine:
         if (finding.line, finding.code) in unexpected:
@@ -216,7 +237,7 @@ def test_pyright_findings_match_the_expected_ones(
     _compare(path, "P", pyright_findings, "pyright")
 
 
-def test_mypy_reports_nothing_outside_the_cases(mypy_findings: list[Finding]) -> None:
+def test_the_example_catalogue_type_checks(mypy_findings: list[Finding]) -> None:
     cases = {path.relative_to(REPO).as_posix() for path in PASS_FILES + FAIL_FILES}
     outside = [finding for finding in mypy_findings if finding.file not in cases]
     assert outside == []

@@ -3,40 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
+from support.typing_examples import (
+    OldNameGatherer,
+    PreRenameGatherer,
+    RenamedWithoutLookaheadGatherer,
+)
 
-from rtmm_protocol import IntArray, MMEmbeddingGatherer
+from rtmm_protocol import MMEmbeddingGatherer
 
-
-class StillOldName:
-    def gather_mm_embeddings(
-        self,
-        req_ids: list[str],
-        total_num_scheduled_tokens: int,
-        num_scheduled_tokens: IntArray,
-        query_start_loc: IntArray,
-        prefill_lens: IntArray,
-        computed_prefill_lens: IntArray,
-        draft_lookahead: int = 0,
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        return [], torch.zeros(total_num_scheduled_tokens, dtype=torch.bool)
-
-
-class RenamedButNoLookahead:
-    def gather_mm_embeddings(
-        self,
-        req_ids: list[str],
-        total_num_scheduled_tokens: int,
-        num_scheduled_tokens: IntArray,
-        query_start_loc: IntArray,
-        prefill_lens: IntArray,
-        num_computed_tokens: IntArray,
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        return [], torch.zeros(total_num_scheduled_tokens, dtype=torch.bool)
-
-
-old_name: MMEmbeddingGatherer = StillOldName()  # E: assignment  # P: reportAssignmentType
-no_lookahead: MMEmbeddingGatherer = RenamedButNoLookahead()  # E: assignment  # P: reportAssignmentType
+old_name: MMEmbeddingGatherer = OldNameGatherer()  # E: assignment  # P: reportAssignmentType
+pre_rename: MMEmbeddingGatherer = PreRenameGatherer()  # E: assignment  # P: reportAssignmentType
+no_lookahead: MMEmbeddingGatherer = RenamedWithoutLookaheadGatherer()  # E: assignment  # P: reportAssignmentType
 
 
 def positional_call_through_protocol(gatherer: MMEmbeddingGatherer) -> None:

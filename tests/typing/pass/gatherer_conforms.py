@@ -4,43 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from support.typing_examples import KeywordOnlyGatherer, PositionalGatherer
 from typing_extensions import assert_type
 
 from rtmm_protocol import EncoderCache, IntArray, MMEmbeddingGatherer
 from rtmm_protocol.reference import EncoderRunner, ToyReplaceModel
-
-
-class KeywordOnlyGatherer:
-    """Takes the two renamed-era arguments by keyword only, exactly as the Protocol does."""
-
-    def gather_mm_embeddings(
-        self,
-        req_ids: list[str],
-        total_num_scheduled_tokens: int,
-        num_scheduled_tokens: IntArray,
-        query_start_loc: IntArray,
-        prefill_lens: IntArray,
-        *,
-        num_computed_tokens: IntArray,
-        draft_lookahead: int = 0,
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        return [], torch.zeros(total_num_scheduled_tokens, dtype=torch.bool)
-
-
-class PositionalGatherer:
-    """Accepts every argument by position as well (SPEC §2 order); still conforms."""
-
-    def gather_mm_embeddings(
-        self,
-        req_ids: list[str],
-        total_num_scheduled_tokens: int,
-        num_scheduled_tokens: IntArray,
-        query_start_loc: IntArray,
-        prefill_lens: IntArray,
-        num_computed_tokens: IntArray,
-        draft_lookahead: int = 0,
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        return [], torch.zeros(total_num_scheduled_tokens, dtype=torch.bool)
 
 
 def reference_runner() -> EncoderRunner:

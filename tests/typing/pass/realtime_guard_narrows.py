@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
+from support.typing_examples import DeclaredMarker, InheritedMarker
 from typing_extensions import assert_type
 
 from rtmm_protocol import MultiModalModel, SupportsRealtime, supports_realtime
 from rtmm_protocol.reference import ToyRealtimeModel, ToyReplaceModel
-
-
-class DeclaredMarker:
-    supports_realtime: ClassVar[Literal[True]] = True
-
-
-class InheritedMarker(SupportsRealtime):
-    pass
-
 
 declared: SupportsRealtime = DeclaredMarker()
 inherited: SupportsRealtime = InheritedMarker()
