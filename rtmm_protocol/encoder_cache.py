@@ -59,7 +59,11 @@ class EncoderCache:
                 f"no registered feature has identifier {identifier!r}; add its request first"
             )
         check_encoder_output(feature, output, self.hidden_size)
-        self.encoder_outputs[identifier] = output
+        self.encoder_outputs[identifier] = self._admit(identifier, output)
+
+    def _admit(self, identifier: str, output: torch.Tensor) -> torch.Tensor:
+        """The tensor to cache for a checked ``output``: itself here; subclasses may copy it."""
+        return output
 
     def free_encoder_output(self, identifier: str) -> None:
         """Drop the cached output of ``identifier`` (no error if it is not cached)."""

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 
 from rtmm_protocol.encoder_cache import EncoderCache
-from rtmm_protocol.errors import EncoderOutputMissingError
-from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.protocols import MultiModalModel
 from rtmm_protocol.realtime import supports_realtime
+from rtmm_protocol.reference.gather_plan import MMGatherPlan
+from rtmm_protocol.reference.gather_planner import GatherPlanner
+from rtmm_protocol.reference.output_pool import EncoderOutputPool
 from rtmm_protocol.types import IntArray
 from rtmm_protocol.validation import (
     check_encoder_output,
-    check_feature_list,
     check_gather_args,
     validation_enabled,
 )
@@ -24,15 +22,20 @@ from rtmm_protocol.validation import (
 __all__ = ["EncoderRunner"]
 
 
-def _feature_end(feature: MultiModalFeature) -> int:
-    return feature.mm_position.offset + feature.mm_position.length
-
-
 class EncoderRunner:
     """Encoder-runner level implementation of :class:`~rtmm_protocol.MMEmbeddingGatherer`.
 
+    Gathers are planned for the whole batch with array operations
+    (:meth:`plan_mm_gather`); the list form of SPEC G6 is that plan's pieces. The
+    features of the cache are mirrored in a :class:`FeatureTable` that follows direct
+    edits of ``encoder_cache.mm_features`` (see that class for the one kind of edit it
+    cannot see).
+
     ``validate`` switches on the batch and feature checks of SPEC E1/E2 (``None`` reads
     the ``RTMM_PROTOCOL_VALIDATE`` environment variable); they are off on the hot path.
+    ``output_pool`` keeps the outputs this runner encodes in an
+    :class:`EncoderOutputPool` (so :meth:`MMGatherPlan.rows` is one ``index_select``);
+    without it, a :class:`~rtmm_protocol.reference.PooledEncoderCache`'s pool is used.
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class EncoderRunner:
         device: torch.device | str,
         *,
         validate: bool | None = None,
+        output_pool: EncoderOutputPool | None = None,
     ) -> None:
         if max_num_tokens <= 0:
             raise ValueError(f"max_num_tokens must be positive, got {max_num_tokens}")
@@ -58,6 +62,20 @@ class EncoderRunner:
         self.device = torch.device(device)
         self.validate = validation_enabled(validate)
         self.is_realtime = supports_realtime(model)
+        if output_pool is not None:
+            _check_pool(output_pool, hidden_size, dtype, self.device)
+        self._output_pool = output_pool
+        self.planner = GatherPlanner(
+            is_realtime=self.is_realtime, hidden_size=hidden_size, dtype=dtype, device=self.device
+        )
+
+    @property
+    def output_pool(self) -> EncoderOutputPool | None:
+        """The pool gathered rows come from: the one given, else the cache's, else ``None``."""
+        if self._output_pool is not None:
+            return self._output_pool
+        pool = getattr(self.encoder_cache, "output_pool", None)
+        return pool if isinstance(pool, EncoderOutputPool) else None
 
     # ------------------------------------------------------------------ encoder (R1)
 
@@ -65,9 +83,11 @@ class EncoderRunner:
         """Encode the scheduled items that are not cached yet; return how many were encoded.
 
         Items whose output is already cached, or whose ``data`` is ``None``, are skipped.
-        Each output is checked against its feature (rows and hidden size) before caching.
+        Each output is checked against its feature (rows and hidden size) before caching;
+        with an output pool, what gets cached is the pool's view of the copied rows.
         """
         cache = self.encoder_cache
+        pool = self.output_pool
         encoded = 0
         for req_id, indices in scheduled_encoder_inputs.items():
             features = cache.mm_features.get(req_id)
@@ -98,13 +118,15 @@ class EncoderRunner:
                     )
                 output = outputs[0].to(device=self.device, dtype=self.dtype)
                 check_encoder_output(feature, output, self.hidden_size)
+                if pool is not None:
+                    output = pool.store(feature.identifier, output, live=cache.encoder_outputs)
                 cache.encoder_outputs[feature.identifier] = output
                 encoded += 1
         return encoded
 
     # ------------------------------------------------------------------ gather (§3)
 
-    def gather_mm_embeddings(
+    def plan_mm_gather(
         self,
         req_ids: list[str],
         total_num_scheduled_tokens: int,
@@ -113,8 +135,12 @@ class EncoderRunner:
         prefill_lens: IntArray,
         num_computed_tokens: IntArray,
         draft_lookahead: int = 0,
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Return ``(mm_embeds, is_mm_embed)`` for the scheduled tokens (SPEC G1-G9)."""
+    ) -> MMGatherPlan:
+        """Plan the gather of the scheduled tokens (SPEC G1-G9) without materializing it.
+
+        Takes the arguments of :meth:`gather_mm_embeddings` and raises what it raises
+        (missing outputs, G7; malformed input, E1/E2 when validating).
+        """
         cache = self.encoder_cache
         if self.validate:
             check_gather_args(
@@ -130,76 +156,49 @@ class EncoderRunner:
         elif draft_lookahead < 0:
             # A negative look-ahead would shift windows before the computed tokens.
             raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
-        is_mm_embed = np.zeros(int(total_num_scheduled_tokens), dtype=np.bool_)
-        mm_embeds: list[torch.Tensor] = []
-        for i, req_id in enumerate(req_ids):
-            num_sched = int(num_scheduled_tokens[i])
-            if num_sched == 0:
-                continue
-            computed = int(num_computed_tokens[i])
-            start = computed + draft_lookahead
-            if not self.is_realtime and start >= int(prefill_lens[i]):
-                continue
-            features = cache.mm_features.get(req_id, ())
-            if self.validate:
-                check_feature_list(req_id, features)
-            self._gather_request(
-                req_id,
-                features,
-                start,
-                start + num_sched,
-                computed + num_sched,
-                int(query_start_loc[i]),
-                is_mm_embed,
-                mm_embeds,
-            )
-        return mm_embeds, torch.from_numpy(is_mm_embed)
+        return self.planner.plan(
+            cache.mm_features,
+            cache.encoder_outputs,
+            req_ids,
+            total_num_scheduled_tokens,
+            num_scheduled_tokens,
+            query_start_loc,
+            prefill_lens,
+            num_computed_tokens,
+            draft_lookahead,
+            pool=self.output_pool,
+            validate=self.validate,
+        )
 
-    def _gather_request(
+    def gather_mm_embeddings(
         self,
-        req_id: str,
-        features: Sequence[MultiModalFeature],
-        start: int,
-        end: int,
-        scheduled_end: int,
-        slot_base: int,
-        is_mm_embed: np.ndarray,
-        mm_embeds: list[torch.Tensor],
-    ) -> None:
-        outputs = self.encoder_cache.encoder_outputs
-        # Features are sorted and disjoint, so their ends are sorted too: skip those that
-        # end at or before the window start.
-        first = bisect.bisect_right(features, start, key=_feature_end)
-        for feature in _take_until(features, first, end):
-            pos = feature.mm_position
-            lo = max(start, pos.offset) - pos.offset
-            hi = min(end, pos.offset + pos.length) - pos.offset
-            row_start, row_end = pos.get_embeds_indices_in_range(lo, hi)
-            if row_start == row_end:
-                continue  # only non-embed positions in the window: nothing needed (G7)
-            output = outputs.get(feature.identifier)
-            if output is None:
-                if pos.offset >= scheduled_end:
-                    continue  # reached only by the drafter's look-ahead: token embeddings
-                raise EncoderOutputMissingError(feature.identifier, req_id)
-            # Cheap and always on: a mis-shaped output would otherwise be sliced short.
-            check_encoder_output(feature, output, self.hidden_size)
-            piece = output[row_start:row_end]
-            piece.modality = feature.modality  # type: ignore[attr-defined]
-            mm_embeds.append(piece)
-            first_slot = slot_base + pos.offset + lo - start
-            if pos.is_embed is None:
-                is_mm_embed[first_slot : first_slot + hi - lo] = True
-            else:
-                is_mm_embed[first_slot : first_slot + hi - lo] = pos.is_embed[lo:hi].cpu().numpy()
+        req_ids: list[str],
+        total_num_scheduled_tokens: int,
+        num_scheduled_tokens: IntArray,
+        query_start_loc: IntArray,
+        prefill_lens: IntArray,
+        num_computed_tokens: IntArray,
+        draft_lookahead: int = 0,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Return ``(mm_embeds, is_mm_embed)`` for the scheduled tokens (SPEC G1-G9)."""
+        plan = self.plan_mm_gather(
+            req_ids,
+            total_num_scheduled_tokens,
+            num_scheduled_tokens,
+            query_start_loc,
+            prefill_lens,
+            num_computed_tokens,
+            draft_lookahead,
+        )
+        return plan.pieces(), plan.is_mm_embed
 
 
-def _take_until(
-    features: Sequence[MultiModalFeature], first: int, end: int
-) -> Iterable[MultiModalFeature]:
-    """Yield ``features[first:]`` while they start before ``end``."""
-    for index in range(first, len(features)):
-        feature = features[index]
-        if feature.mm_position.offset >= end:
-            return
-        yield feature
+def _check_pool(
+    pool: EncoderOutputPool, hidden_size: int, dtype: torch.dtype, device: torch.device
+) -> None:
+    if (pool.hidden_size, pool.dtype, pool.device) != (hidden_size, dtype, device):
+        raise ValueError(
+            f"output_pool holds rows of hidden_size={pool.hidden_size}, dtype={pool.dtype} on "
+            f"{pool.device}, but the runner works with hidden_size={hidden_size}, "
+            f"dtype={dtype} on {device}"
+        )
