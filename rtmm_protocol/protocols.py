@@ -81,12 +81,20 @@ class InputBatch(Protocol):
 class MMEmbeddingGatherer(Protocol):
     """The encoder-runner level gather (SPEC §3).
 
-    ``num_computed_tokens`` and ``draft_lookahead`` are keyword-only *in the Protocol*:
-    mypy ignores parameter names when it matches an ordinary method against a Protocol,
-    so a positional parameter would let an implementation that still calls it
-    ``computed_prefill_lens`` through. Implementations may (and the reference does)
-    accept them positionally as well; code typed against the Protocol passes them by
-    keyword.
+    ``num_computed_tokens`` and ``draft_lookahead`` are keyword-only *in the Protocol*
+    (SPEC T2). mypy ignores parameter names when it matches an ordinary method against a
+    Protocol, so with a positional parameter an implementation that still calls it
+    ``computed_prefill_lens`` would pass ``mypy --strict``; keyword-only parameters are
+    matched by name, so mypy rejects it, as pyright does either way.
+
+    What this costs: code typed against the Protocol passes those two arguments by
+    keyword (``gatherer.gather_mm_embeddings(..., prefill_lens,
+    num_computed_tokens=computed, draft_lookahead=1)``); a positional sixth argument is a
+    ``call-arg`` error there. Implementations pay nothing: a positional-or-keyword
+    parameter satisfies a keyword-only one, so they may accept the arguments positionally
+    in the order of SPEC §2, as the reference does, and callers of the concrete class may
+    pass them that way. Parameter names beyond these two, default values and the
+    positional order are checked at run time by :mod:`rtmm_protocol.signatures`.
     """
 
     def gather_mm_embeddings(

@@ -24,6 +24,9 @@ class SupportsRealtime(Protocol):
     supports_realtime: ClassVar[Literal[True]] = True
 
 
+# A class narrows to type[SupportsRealtime], anything else to an instance of it. The
+# first overload is more specific than the second, which mypy and pyright accept as
+# overlapping without conflict.
 @overload
 def supports_realtime(obj: type[object]) -> TypeIs[type[SupportsRealtime]]: ...
 
@@ -37,6 +40,11 @@ def supports_realtime(obj: object) -> bool:
 
     Only the class attribute counts and it must be the ``True`` singleton: an instance
     attribute, a truthy non-bool such as ``1`` or a property is not a realtime marker.
+
+    Type checkers narrow the argument: an instance to :class:`SupportsRealtime` (or to the
+    members of a union that declare the marker), a class to ``type[SupportsRealtime]``.
+    A class that declares the marker as plain ``bool`` is never narrowed to it, so the
+    realtime branch looks unreachable; ``--warn-unreachable`` makes mypy say so.
     """
     cls = obj if isinstance(obj, type) else type(obj)
     return getattr(cls, "supports_realtime", False) is True
