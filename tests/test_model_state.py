@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from support.recording_dict import RecordingDict
-from support.toy_state import encodable_feature, make_state
+from support.toy_state import FEATURE_DIM, CountingReplaceModel, encodable_feature, make_state
 from torch.profiler import ProfilerActivity, profile
 
 from rtmm_protocol import EncoderCache, EncoderOutputMissingError, ModelState
@@ -179,6 +179,22 @@ def test_r1_encodes_only_scheduled_uncached_items_with_data() -> None:
     stored = cache.encoder_outputs["fresh"]
     assert stored.dtype == state.dtype
     assert torch.equal(stored, expected)
+
+
+def test_r1_outputs_are_cached_in_the_state_dtype_and_device() -> None:
+    # The model computes in float32; the state works in bfloat16.
+    model = CountingReplaceModel(HIDDEN, feature_dim=FEATURE_DIM)
+    cache = EncoderCache(HIDDEN)
+    state = ReferenceModelState(
+        model, cache, hidden_size=HIDDEN, max_num_tokens=MAX, dtype=torch.bfloat16, device="cpu"
+    )
+    feature = encodable_feature("f", 0, 3, seed=9)
+    cache.add_request("a", [feature])
+    state.get_mm_embeddings({"a": [0]}, ReferenceInputBatch.from_requests(["a"], [4], [0], [4]))
+    stored = cache.encoder_outputs["f"]
+    assert (stored.dtype, stored.device) == (torch.bfloat16, state.device)
+    expected = model.embed_multimodal(**feature.data)[0]  # type: ignore[arg-type]
+    assert torch.equal(stored, expected.to(torch.bfloat16))
 
 
 def test_r1_cached_outputs_are_not_re_encoded_on_later_steps() -> None:

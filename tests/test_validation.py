@@ -230,15 +230,21 @@ def test_e1_state_gather_rejects_malformed_batch(
 def test_e1_get_mm_embeddings_rejects_malformed_batch_and_writes_nothing(
     name: str, breaker: _Breaker, pattern: str
 ) -> None:
-    cache = _cache()
-    state = _state(cache)
+    # Both items wait to be encoded: a rejected batch must not run the encoder either.
+    state, model, cache = make_state(
+        realtime=False, max_num_tokens=MAX, hidden_size=HIDDEN, validate=True
+    )
+    cache.add_request("a", [encodable_feature("a0", 1, 2, seed=1)])
+    cache.add_request("b", [encodable_feature("b0", 0, 2, seed=2)])
     buffer = state.dummy_inputs_embeds(MAX)
     assert buffer is not None
     buffer.fill_(1.5)
     before = CacheSnapshot(cache)
+    batch = breaker(_valid_args()).input_batch(padding=2)
     with pytest.raises(ValueError, match=pattern):
-        state.get_mm_embeddings({}, breaker(_valid_args()).input_batch(padding=2))
+        state.get_mm_embeddings({"a": [0], "b": [0]}, batch)
     assert bool((buffer == 1.5).all())
+    assert model.encoder_calls == []
     before.assert_unchanged(cache)
 
 
