@@ -4,11 +4,18 @@ A :class:`GatherScenario` is everything one gather call depends on: the requests
 features and cached encoder outputs, the batch arrays and the look-ahead. It can
 rebuild a fresh :class:`~rtmm_protocol.EncoderCache` for each target and print itself
 as ready-to-run Python, which is how failing checks show the smallest batch.
+
+:func:`gather_scenarios` can be narrowed to one *family* of batches (windows all in the
+prompt, all past it, no ``is_embed`` masks, one request...). The conformance checks use
+the narrowing so that each check exercises its own clause and a fault in another clause
+cannot make it fail.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 import torch
@@ -20,12 +27,29 @@ from rtmm_protocol.placeholder import PlaceholderRange
 from rtmm_protocol.types import IntArray
 
 __all__ = [
+    "WINDOW_KINDS",
     "FeatureSpec",
     "GatherScenario",
     "RequestSpec",
+    "WindowKind",
+    "distinct_output",
     "encoder_output_for",
     "gather_scenarios",
+    "lookahead_only_misses",
+    "non_embed_only_misses",
+    "prefill_first",
+    "with_zero_scheduled",
 ]
+
+#: Where request windows start relative to the prompt: ``prefill`` keeps every window
+#: start before ``prefill_len``, ``decode`` at or past it, ``mixed`` picks one of the two
+#: per request and ``any`` draws ``prefill_len`` freely.
+WindowKind = Literal["any", "prefill", "decode", "mixed"]
+WINDOW_KINDS: tuple[WindowKind, ...] = ("any", "prefill", "decode", "mixed")
+
+# Rows of one output are told apart by ``tag + row`` in the first column; outputs of
+# one scenario get tags this far apart (the strategies never draw longer placeholders).
+_DISTINCT_TAG_STRIDE = 1000
 
 
 def encoder_output_for(identifier: str, num_embeds: int, hidden_size: int) -> torch.Tensor:
@@ -35,6 +59,24 @@ def encoder_output_for(identifier: str, num_embeds: int, hidden_size: int) -> to
     ``tag`` is derived from the identifier.
     """
     tag = float(sum((k + 1) * ord(c) for k, c in enumerate(identifier)) % 9973) * 100.0
+    rows = torch.arange(num_embeds, dtype=torch.float32).unsqueeze(1)
+    cols = torch.arange(hidden_size, dtype=torch.float32).unsqueeze(0)
+    return tag + rows + cols / (hidden_size + 1)
+
+
+def distinct_output(ordinal: int, num_embeds: int, hidden_size: int) -> torch.Tensor:
+    """The output of the ``ordinal``-th feature of a scenario: no two rows of a scenario agree.
+
+    The first column holds ``(ordinal + 1) * 1000 + row``, an integer float32 holds
+    exactly, so a row taken from the wrong feature or the wrong position always shows,
+    and a row can be traced back to its feature from its value alone.
+    """
+    if not 0 <= num_embeds < _DISTINCT_TAG_STRIDE:
+        raise ValueError(
+            f"num_embeds must be in [0, {_DISTINCT_TAG_STRIDE}) to keep rows distinct, "
+            f"got {num_embeds}"
+        )
+    tag = float((ordinal + 1) * _DISTINCT_TAG_STRIDE)
     rows = torch.arange(num_embeds, dtype=torch.float32).unsqueeze(1)
     cols = torch.arange(hidden_size, dtype=torch.float32).unsqueeze(0)
     return tag + rows + cols / (hidden_size + 1)
@@ -121,6 +163,18 @@ class GatherScenario:
                         spec.identifier, spec.num_embeds, self.hidden_size
                     )
 
+    def feature_specs(self) -> list[FeatureSpec]:
+        """Every feature of the scenario (batch requests, then extra ones) in order."""
+        return [spec for r in (*self.requests, *self.extra_requests) for spec in r.features]
+
+    def distinct_outputs(self, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        """The cached outputs of this scenario, built with :func:`distinct_output`."""
+        return {
+            spec.identifier: distinct_output(ordinal, spec.num_embeds, self.hidden_size).to(device)
+            for ordinal, spec in enumerate(self.feature_specs())
+            if spec.cached
+        }
+
     def build_cache(self) -> EncoderCache:
         """A fresh cache holding this scenario's features and outputs."""
         cache = EncoderCache()
@@ -161,7 +215,11 @@ def _embed_masks(draw: st.DrawFn, length: int) -> tuple[bool, ...] | None:
 
 @st.composite
 def _features(
-    draw: st.DrawFn, req_index: int, max_features: int, cache_miss_rate: float
+    draw: st.DrawFn,
+    req_index: int,
+    max_features: int,
+    cache_miss_rate: float,
+    masks: bool = True,
 ) -> tuple[FeatureSpec, ...]:
     count = draw(st.integers(0, max_features))
     cursor = draw(st.integers(0, 6))
@@ -175,13 +233,76 @@ def _features(
                 identifier=f"r{req_index}f{k}",
                 offset=offset,
                 length=length,
-                is_embed=draw(_embed_masks(length)),
+                is_embed=draw(_embed_masks(length)) if masks else None,
                 cached=cached,
                 modality=draw(st.sampled_from(["audio", "image"])),
             )
         )
         cursor = offset + length
     return tuple(specs)
+
+
+# Where a window is placed relative to one feature of its request: free, or with its
+# start or its scheduled end exactly on, inside or just past the feature's edges.
+_ANCHORS = (
+    "free",
+    "free",
+    "start_at_offset",
+    "start_inside",
+    "start_at_end",
+    "scheduled_end_at_offset",
+    "scheduled_end_inside",
+)
+
+
+@st.composite
+def _window(
+    draw: st.DrawFn,
+    features: tuple[FeatureSpec, ...],
+    lookahead: int,
+    max_scheduled: int,
+) -> tuple[int, int]:
+    """``(num_computed_tokens, num_scheduled_tokens)``, often on a feature's edge."""
+    span = max((f.offset + f.length for f in features), default=0)
+    scheduled = draw(st.integers(0, max_scheduled))
+    anchor = draw(st.sampled_from(_ANCHORS)) if features else "free"
+    if anchor == "free":
+        return draw(st.integers(0, span + 6)), scheduled
+    feature = draw(st.sampled_from(features))
+    end = feature.offset + feature.length
+    if anchor == "start_at_offset":
+        start = feature.offset
+    elif anchor == "start_inside":
+        start = draw(st.integers(feature.offset, end - 1))
+    elif anchor == "start_at_end":
+        start = end
+    elif anchor == "scheduled_end_at_offset":
+        # computed + scheduled == offset: a miss there is reached only by the look-ahead.
+        start = feature.offset - scheduled + lookahead
+    else:
+        scheduled = max(scheduled, 1)
+        start = draw(st.integers(feature.offset + 1, end)) - scheduled + lookahead
+    return max(start - lookahead, 0), scheduled
+
+
+@st.composite
+def _prefill_len(
+    draw: st.DrawFn, windows: WindowKind, start: int, scheduled_end: int, span: int
+) -> int:
+    """A prompt length that puts the window start ``start`` where ``windows`` asks."""
+    kind = windows
+    if kind == "mixed":
+        kind = draw(st.sampled_from(["prefill", "decode"]))
+    if kind == "any":
+        return draw(st.integers(0, span + 4))
+    if kind == "prefill":
+        # Often the last prompt chunk exactly; else anywhere past the window start.
+        last_chunk = scheduled_end if scheduled_end > start else start + 1
+        return draw(
+            st.sampled_from([last_chunk, start + 1])
+            | st.integers(start + 1, max(start + 1, span + 6))
+        )
+    return draw(st.sampled_from([start, 0]) | st.integers(0, start))
 
 
 @st.composite
@@ -193,21 +314,35 @@ def gather_scenarios(
     max_scheduled: int = 12,
     cache_miss_rate: float = 0.1,
     lookaheads: tuple[int, ...] = (0, 1, 2),
+    windows: WindowKind = "any",
+    masks: bool = True,
+    min_requests: int = 0,
+    max_padding: int = 3,
 ) -> GatherScenario:
     """Random gather scenarios: mixed prefill and decode, chunks crossing features, masks.
 
     Windows are drawn near the features (just before, across, just after, and past the
     prompt) so boundaries are hit often; prompts sometimes end inside a feature and
-    realtime-style features sit past the prompt.
+    realtime-style features sit past the prompt. ``windows`` places every window start
+    in the prompt, past it, or either per request (see :data:`WindowKind`); ``masks=False``
+    leaves every ``is_embed`` unset; ``cache_miss_rate`` is the chance that a feature's
+    output is not cached.
     """
-    num_requests = draw(st.integers(0, max_requests))
+    if windows not in WINDOW_KINDS:
+        raise ValueError(f"windows must be one of {WINDOW_KINDS}, got {windows!r}")
+    if not 0 <= min_requests <= max_requests:
+        raise ValueError(
+            f"need 0 <= min_requests <= max_requests, got {min_requests} and {max_requests}"
+        )
+    lookahead = draw(st.sampled_from(lookaheads))
+    num_requests = draw(st.integers(min_requests, max_requests))
     requests = []
     for i in range(num_requests):
-        features = draw(_features(i, max_features, cache_miss_rate))
+        features = draw(_features(i, max_features, cache_miss_rate, masks))
         span = max((f.offset + f.length for f in features), default=0)
-        prefill_len = draw(st.integers(0, span + 4))
-        computed = draw(st.integers(0, span + 6))
-        scheduled = draw(st.integers(0, max_scheduled))
+        computed, scheduled = draw(_window(features, lookahead, max_scheduled))
+        start = computed + lookahead
+        prefill_len = draw(_prefill_len(windows, start, computed + scheduled, span))
         requests.append(
             RequestSpec(
                 req_id=f"req-{i}",
@@ -220,6 +355,87 @@ def gather_scenarios(
     return GatherScenario(
         requests=tuple(requests),
         hidden_size=draw(st.sampled_from([1, 4])),
-        draft_lookahead=draw(st.sampled_from(lookaheads)),
-        padding=draw(st.integers(0, 3)),
+        draft_lookahead=lookahead,
+        padding=draw(st.integers(0, max_padding)),
     )
+
+
+# ---------------------------------------------------------------------- narrowed families
+
+
+def prefill_first(scenario: GatherScenario) -> GatherScenario:
+    """The same batch with the requests whose window starts in the prompt moved first."""
+    look = scenario.draft_lookahead
+
+    def decodes(request: RequestSpec) -> bool:
+        return request.num_computed_tokens + look >= request.prefill_len
+
+    return replace(scenario, requests=tuple(sorted(scenario.requests, key=decodes)))
+
+
+@st.composite
+def with_zero_scheduled(draw: st.DrawFn, base: st.SearchStrategy[GatherScenario]) -> GatherScenario:
+    """Scenarios from ``base`` where at least one request has zero scheduled tokens."""
+    scenario = draw(base)
+    if not scenario.requests:
+        return scenario
+    count = len(scenario.requests)
+    flags = draw(st.lists(st.booleans(), min_size=count, max_size=count))
+    if not any(flags):
+        flags[draw(st.integers(0, count - 1))] = True
+    requests = tuple(
+        replace(r, num_scheduled_tokens=0) if zero else r
+        for r, zero in zip(scenario.requests, flags, strict=True)
+    )
+    return replace(scenario, requests=requests)
+
+
+def _uncache(
+    draw: st.DrawFn,
+    scenario: GatherScenario,
+    chosen: Callable[[FeatureSpec, RequestSpec, int], bool],
+) -> GatherScenario:
+    """Mark some of the features ``chosen`` picks as not cached (each with chance 1/2)."""
+    look = scenario.draft_lookahead
+    requests = tuple(
+        replace(
+            r,
+            features=tuple(
+                replace(f, cached=False) if chosen(f, r, look) and draw(st.booleans()) else f
+                for f in r.features
+            ),
+        )
+        for r in scenario.requests
+    )
+    return replace(scenario, requests=requests)
+
+
+def _starts_past_scheduled_end(spec: FeatureSpec, request: RequestSpec, lookahead: int) -> bool:
+    return spec.offset >= request.num_computed_tokens + request.num_scheduled_tokens
+
+
+def _no_embed_in_window(spec: FeatureSpec, request: RequestSpec, lookahead: int) -> bool:
+    start = request.num_computed_tokens + lookahead
+    lo = max(start, spec.offset) - spec.offset
+    hi = min(start + request.num_scheduled_tokens, spec.offset + spec.length) - spec.offset
+    if hi <= lo:
+        return True
+    return spec.is_embed is not None and not any(spec.is_embed[lo:hi])
+
+
+@st.composite
+def lookahead_only_misses(
+    draw: st.DrawFn, base: st.SearchStrategy[GatherScenario]
+) -> GatherScenario:
+    """Scenarios whose only missing outputs belong to features that start at or after the
+    scheduled end, where only the drafter's look-ahead reaches (SPEC G7)."""
+    return _uncache(draw, draw(base), _starts_past_scheduled_end)
+
+
+@st.composite
+def non_embed_only_misses(
+    draw: st.DrawFn, base: st.SearchStrategy[GatherScenario]
+) -> GatherScenario:
+    """Scenarios whose only missing outputs belong to features with no embed position in
+    their request's window: outputs nobody needs (SPEC G7)."""
+    return _uncache(draw, draw(base), _no_embed_in_window)

@@ -1,0 +1,320 @@
+"""Running the suite outside the pytest plugin: a report object, a decorator, replays.
+
+``check_model_state`` runs every applicable check and returns a
+:class:`~rtmm_protocol.conformance.report.ConformanceReport`;
+``parametrize_with_checks`` turns the checks into parameters of a test in the user's
+own test file; ``replay`` and ``life_machine_for`` rerun what a failure message shows.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
+
+import torch
+from hypothesis.stateful import RuleBasedStateMachine
+from typing_extensions import Unpack
+
+from rtmm_protocol._version import PROTOCOL_VERSION
+from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID, CLAUSES, version_key
+from rtmm_protocol.conformance.check_run import CheckRun
+from rtmm_protocol.conformance.checks.stateful import life_machine
+from rtmm_protocol.conformance.context import Mode
+from rtmm_protocol.conformance.environment import environment_info
+from rtmm_protocol.conformance.outcomes import CheckResult, ConformanceWarning, Outcome
+from rtmm_protocol.conformance.registry import implementations
+from rtmm_protocol.conformance.report import ConformanceReport
+from rtmm_protocol.conformance.runner import (
+    KindProbe,
+    PlannedCheck,
+    SuiteRunner,
+    judge,
+    probe_kind,
+)
+from rtmm_protocol.conformance.settings import (
+    DEFAULT_EXAMPLES,
+    DEFAULT_SEED,
+    DEFAULT_TIMEOUT_S,
+    RunSettings,
+    default_device,
+    parse_dtype,
+)
+from rtmm_protocol.conformance.strategies import GatherScenario
+from rtmm_protocol.conformance.targets import Factory, factory_spec_of, load_factory
+from rtmm_protocol.conformance.xfail import XfailFile, parse_xfail_file
+
+if TYPE_CHECKING:
+    from _pytest.mark.structures import MarkDecorator
+
+__all__ = [
+    "check_model_state",
+    "known_versions",
+    "life_machine_for",
+    "make_settings",
+    "parametrize_with_checks",
+    "replay",
+    "resolve_factory",
+    "SettingOptions",
+]
+
+FactoryLike = Factory | str
+
+
+def known_versions() -> list[str]:
+    """Protocol versions a run can be scored against, oldest first."""
+    return sorted({c.since for c in CHECKS} | {PROTOCOL_VERSION}, key=version_key)
+
+
+def make_settings(
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str = torch.float32,
+    seed: int = DEFAULT_SEED,
+    examples: int = DEFAULT_EXAMPLES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    strict: bool = False,
+    version: str = PROTOCOL_VERSION,
+    shrink: bool = True,
+) -> RunSettings:
+    """Validated run settings; ``ValueError`` names the bad option."""
+    if version not in known_versions():
+        raise ValueError(
+            f"unknown protocol version {version!r}; known: {', '.join(known_versions())}"
+        )
+    return RunSettings(
+        device=default_device() if device is None else torch.device(device),
+        dtype=parse_dtype(dtype) if isinstance(dtype, str) else dtype,
+        seed=seed,
+        examples=examples,
+        timeout_s=timeout_s,
+        strict=strict,
+        version=version,
+        shrink=shrink,
+    )
+
+
+def resolve_factory(factory: FactoryLike) -> tuple[Factory, str]:
+    """The factory callable and its ``MODULE:NAME`` spec, from either of the two."""
+    if isinstance(factory, str):
+        return load_factory(factory, [Path(os.getcwd())]), factory
+    return factory, factory_spec_of(factory)
+
+
+class SettingOptions(TypedDict, total=False):
+    """The keyword options of :func:`make_settings`, for functions that pass them on."""
+
+    device: torch.device | str | None
+    dtype: torch.dtype | str
+    seed: int
+    examples: int
+    timeout_s: float
+    strict: bool
+    version: str
+    shrink: bool
+
+
+def _prepare(factory: FactoryLike, settings: RunSettings) -> tuple[SuiteRunner, KindProbe]:
+    """A runner for the target ``factory`` builds, and what building it once told."""
+    call, spec = resolve_factory(factory)
+    probe = probe_kind(call, settings)
+    return SuiteRunner(call, spec, settings, probe.kind or "model_state"), probe
+
+
+def _selected(plan: Iterable[PlannedCheck], select: Iterable[str] | None) -> list[PlannedCheck]:
+    if select is None:
+        return list(plan)
+    wanted = set(select)
+    unknown = wanted - set(CHECKS_BY_ID) - set(CLAUSES)
+    if unknown:
+        raise ValueError(f"unknown check or clause IDs: {', '.join(sorted(unknown))}")
+    return [p for p in plan if p.impl.id in wanted or p.impl.info.clause in wanted]
+
+
+def check_model_state(
+    factory: FactoryLike,
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str = torch.float32,
+    seed: int = DEFAULT_SEED,
+    examples: int = DEFAULT_EXAMPLES,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    strict: bool = False,
+    version: str = PROTOCOL_VERSION,
+    xfail: str | Path | XfailFile | None = None,
+    checks: Iterable[str] | None = None,
+    shrink: bool = True,
+) -> ConformanceReport:
+    """Run the conformance checks on the target ``factory`` builds; return the report.
+
+    ``factory`` is ``FACTORY(ctx)`` or its ``"MODULE:FACTORY"`` spec; the target may be a
+    ``ModelState`` or a runner-level gatherer (detected). ``checks`` limits the run to
+    some check or clause IDs; ``xfail`` is an expected-failures file (see
+    :mod:`rtmm_protocol.conformance.xfail`). Nothing is raised for failing checks: look
+    at ``report.ok`` and ``report.table()``.
+    """
+    settings = make_settings(
+        device=device,
+        dtype=dtype,
+        seed=seed,
+        examples=examples,
+        timeout_s=timeout_s,
+        strict=strict,
+        version=version,
+        shrink=shrink,
+    )
+    runner, probe = _prepare(factory, settings)
+    expected = parse_xfail_file(xfail) if isinstance(xfail, (str, Path)) else xfail
+    results = []
+    for planned in _selected(runner.plan(), checks):
+        raw = runner.run(planned.impl.id, planned.mode)
+        entry = expected.entry_for(planned.impl.id, planned.mode) if expected else None
+        results.append(judge(raw, planned.impl.info, strict=strict, expected_failure=entry))
+    notes = [] if probe.kind is not None else [f"target kind unknown: {probe.note}"]
+    return ConformanceReport(
+        target=runner.factory_spec,
+        kind=probe.kind,
+        settings=settings_summary(settings),
+        environment=environment_info(settings.device),
+        results=results,
+        strict=strict,
+        stale_expected_failures=_stale(expected, results),
+        unknown_expected_failures=[
+            f"{e.where}: {e.key}" for e in (expected.unknown() if expected else [])
+        ],
+        notes=notes,
+    )
+
+
+def settings_summary(settings: RunSettings) -> dict[str, object]:
+    """The settings as JSON-ready data."""
+    return {
+        "seed": settings.seed,
+        "examples": settings.examples,
+        "timeout_s": settings.timeout_s,
+        "strict": settings.strict,
+        "version": settings.version,
+        "dtype": str(settings.dtype).removeprefix("torch."),
+        "device": str(settings.device),
+    }
+
+
+def _stale(expected: XfailFile | None, results: Iterable[CheckResult]) -> list[str]:
+    if expected is None:
+        return []
+    outcomes = [(r.check_id, r.mode, r.outcome.value) for r in results]
+    return [f"{e.where}: {e.key} ({e.reason})" for e in expected.stale(outcomes)]
+
+
+class _BoundCheck:
+    """One check in one mode, callable from a test function."""
+
+    def __init__(self, runner: SuiteRunner, planned: PlannedCheck, strict: bool) -> None:
+        self._runner = runner
+        self._planned = planned
+        self._strict = strict
+
+    def __repr__(self) -> str:
+        return self._planned.label
+
+    def __call__(self) -> None:
+        import pytest
+
+        impl = self._planned.impl
+        raw = self._runner.run(impl.id, self._planned.mode)
+        result = judge(raw, impl.info, strict=self._strict, expected_failure=None)
+        if result.outcome is Outcome.FAILED:
+            pytest.fail(result.details or result.reason, pytrace=False)
+        elif result.outcome in (Outcome.SKIPPED, Outcome.BLOCKED):
+            pytest.skip(f"{result.outcome.value}: {result.reason}")
+        elif result.outcome is Outcome.WARNING:
+            warnings.warn(
+                ConformanceWarning(f"{self._planned.label} (SHOULD): {result.reason}"),
+                stacklevel=2,
+            )
+
+
+def parametrize_with_checks(
+    factory: FactoryLike,
+    *,
+    checks: Iterable[str] | None = None,
+    **options: Unpack[SettingOptions],
+) -> MarkDecorator:
+    """A ``pytest.mark.parametrize`` over every check, to embed them in your own tests::
+
+        @parametrize_with_checks(make_state)
+        def test_conformance(check):
+            check()
+
+    Each parameter is named after its check and mode (``G5-rows-match-mask-realtime``),
+    so ``-k`` selects one. Failures fail the test with the check's message, SHOULD
+    failures warn unless ``strict=True``, and refused modes or blocked checks skip.
+    ``options`` are those of :func:`check_model_state` (device, dtype, seed, ...).
+    """
+    import pytest
+
+    settings = make_settings(**options)
+    runner, _ = _prepare(factory, settings)
+    params = [
+        pytest.param(
+            _BoundCheck(runner, planned, settings.strict),
+            id=planned.impl.id if planned.mode is None else f"{planned.impl.id}-{planned.mode}",
+        )
+        for planned in _selected(runner.plan(), checks)
+    ]
+    return pytest.mark.parametrize("check", params)
+
+
+def _check_run(
+    check_id: str, factory: FactoryLike, mode: Mode | None, settings: RunSettings
+) -> CheckRun:
+    runner, probe = _prepare(factory, settings)
+    if probe.kind is None:
+        raise ValueError(f"cannot tell the target's kind: {probe.note}")
+    return CheckRun(
+        check_id=check_id,
+        factory=runner.factory,
+        factory_spec=runner.factory_spec,
+        settings=settings,
+        mode=mode,
+        kind=probe.kind,
+    )
+
+
+def replay(
+    check_id: str,
+    factory: FactoryLike,
+    scenario: GatherScenario,
+    *,
+    mode: Mode | None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | str = "float32",
+    seed: int = DEFAULT_SEED,
+) -> None:
+    """Run one scenario of a scenario-driven check; raise its failure, if any.
+
+    This is what the reproduction snippet in a failure message calls: the
+    :class:`~rtmm_protocol.conformance.outcomes.CheckFailure` it raises (an
+    ``AssertionError``) says what was expected and what was seen.
+    """
+    impl = implementations().get(check_id)
+    if impl is None or impl.example is None:
+        raise ValueError(f"{check_id!r} is not a scenario-driven check")
+    run = _check_run(check_id, factory, mode, make_settings(device=device, dtype=dtype, seed=seed))
+    impl.example(run, scenario)
+
+
+def life_machine_for(
+    factory: FactoryLike,
+    *,
+    mode: Mode | None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | str = "float32",
+    seed: int = DEFAULT_SEED,
+) -> type[RuleBasedStateMachine]:
+    """The stateful check's machine for a target, to replay the steps a failure printed."""
+    settings = make_settings(device=device, dtype=dtype, seed=seed)
+    run = _check_run("G8-stateful-life-matches-oracle", factory, mode, settings)
+    return life_machine(run)

@@ -1,0 +1,262 @@
+"""What a check function receives: the target's factory, the run's settings and helpers.
+
+A check builds fresh targets through :meth:`CheckRun.build` (one per example, so no
+example inherits another's state), drives them, and raises
+:class:`~rtmm_protocol.conformance.outcomes.CheckFailure` when a requirement is not
+met. Scenario-driven checks go through :meth:`CheckRun.for_each_scenario`, which runs
+the hand-placed cases, then random ones that Hypothesis shrinks to the smallest failing
+batch, and attaches that batch to the failure as ready-to-run Python.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.errors import FlakyFailure
+
+from rtmm_protocol.conformance.catalog import TargetKind
+from rtmm_protocol.conformance.context import ContextParts, Mode, ModeNotSupported, build_context
+from rtmm_protocol.conformance.gather_call import (
+    GatherCall,
+    call_gather,
+    describe_error,
+    load_scenario,
+)
+from rtmm_protocol.conformance.instruments import InstrumentedEncoderCache
+from rtmm_protocol.conformance.outcomes import CheckFailure, CheckSkipped
+from rtmm_protocol.conformance.settings import DTYPES, RunSettings
+from rtmm_protocol.conformance.strategies import GatherScenario
+from rtmm_protocol.conformance.targets import Factory, detect_kind
+from rtmm_protocol.conformance.timeout import CheckInterrupted
+from rtmm_protocol.reference.toy_models import ToyReplaceModel
+
+__all__ = ["Built", "CheckRun"]
+
+_R = TypeVar("_R")
+
+
+@dataclass
+class Built:
+    """A freshly built target with its context, instrumented model and cache."""
+
+    parts: ContextParts
+    target: object
+    kind: TargetKind
+
+    @property
+    def cache(self) -> InstrumentedEncoderCache:
+        """The context's instrumented encoder cache."""
+        return self.parts.cache
+
+
+class CheckRun:
+    """One check in one mode, against one target factory."""
+
+    def __init__(
+        self,
+        *,
+        check_id: str,
+        factory: Factory,
+        factory_spec: str,
+        settings: RunSettings,
+        mode: Mode | None,
+        kind: TargetKind,
+    ) -> None:
+        self.check_id = check_id
+        self.factory = factory
+        self.factory_spec = factory_spec
+        self.settings = settings
+        self.mode = mode
+        self.kind = kind
+
+    @property
+    def device(self) -> torch.device:
+        """The device targets are built for."""
+        return self.settings.device
+
+    # ------------------------------------------------------------------ building
+
+    def build(
+        self,
+        *,
+        mode: Mode | None = None,
+        hidden_size: int | None = None,
+        model_class: type[ToyReplaceModel] | None = None,
+    ) -> Built:
+        """A fresh context and a fresh target from the factory.
+
+        A factory that refuses the mode skips the check; one that raises otherwise or
+        returns an object of the wrong kind fails it.
+        """
+        wanted = mode if mode is not None else self.mode
+        modes: tuple[Mode, ...] = (wanted,) if wanted is not None else ("non-realtime", "realtime")
+        refusals = []
+        for candidate in modes:
+            parts = build_context(
+                candidate,
+                hidden_size=self.settings.hidden_size if hidden_size is None else hidden_size,
+                max_num_tokens=self.settings.max_num_tokens,
+                max_num_reqs=self.settings.max_num_reqs,
+                dtype=self.settings.dtype,
+                device=self.settings.device,
+                seed=self.settings.seed,
+                model_class=model_class,
+            )
+            try:
+                target = self.factory(parts.ctx)
+            except ModeNotSupported as refusal:
+                refusals.append(f"{candidate}: {refusal.reason}")
+                continue
+            except CheckInterrupted:
+                raise
+            except Exception as error:
+                raise CheckFailure(
+                    "the factory raised while building the target",
+                    expected=f"a target built for a {candidate} context",
+                    seen=describe_error(error),
+                ) from error
+            kind = detect_kind(target)
+            if kind is None:
+                raise CheckFailure(
+                    "the factory returned neither a ModelState nor a gatherer",
+                    expected="an object with dummy_inputs_embeds/get_mm_embeddings, or "
+                    "gather_mm_embeddings",
+                    seen=f"{type(target).__name__}",
+                )
+            if kind != self.kind:
+                raise CheckFailure(
+                    "the factory returned a different kind of target than before",
+                    expected=self.kind,
+                    seen=kind,
+                )
+            return Built(parts=parts, target=target, kind=kind)
+        raise CheckSkipped("the factory does not support this mode (" + "; ".join(refusals) + ")")
+
+    def build_loaded(self, scenario: GatherScenario) -> Built:
+        """A fresh target whose cache holds the scenario's features and outputs."""
+        built = self.build(hidden_size=scenario.hidden_size)
+        load_scenario(built.cache, scenario, self.device)
+        return built
+
+    def gather(self, built: Built, scenario: GatherScenario, **kwargs: object) -> GatherCall:
+        """Call the built target's gather on ``scenario`` (already loaded)."""
+        return call_gather(
+            built.target,
+            built.kind,
+            built.parts.model,
+            built.cache,
+            scenario,
+            self.device,
+            **kwargs,  # type: ignore[arg-type]  # lookahead / arrays, passed through
+        )
+
+    def gather_fresh(self, scenario: GatherScenario) -> GatherCall:
+        """Build a target for ``scenario``, load it and gather once."""
+        return self.gather(self.build_loaded(scenario), scenario)
+
+    def call(self, description: str, fn: Callable[..., _R], *args: object, **kwargs: object) -> _R:
+        """Call a target method; an exception it raises becomes a failure saying so."""
+        try:
+            return fn(*args, **kwargs)
+        except CheckInterrupted:
+            raise
+        except Exception as error:
+            raise CheckFailure(
+                f"{description} raised",
+                expected="a result",
+                seen=describe_error(error),
+            ) from error
+
+    # ------------------------------------------------------------------ examples
+
+    def for_each_scenario(
+        self,
+        strategy: st.SearchStrategy[GatherScenario],
+        cases: Iterable[GatherScenario],
+        body: Callable[[GatherScenario], None],
+        *,
+        examples: int | None = None,
+    ) -> None:
+        """Run ``body`` on each hand-placed case, then on random scenarios.
+
+        A failure carries the smallest scenario Hypothesis found, as Python that replays it.
+        """
+        for case in cases:
+            self._run_example(body, case)
+        count = self.settings.examples if examples is None else examples
+        if count <= 0:
+            return
+
+        @settings(
+            max_examples=count,
+            database=None,
+            deadline=None,
+            derandomize=False,
+            print_blob=False,
+            report_multiple_bugs=False,
+            verbosity=Verbosity.quiet,
+            phases=(Phase.generate, Phase.shrink) if self.settings.shrink else (Phase.generate,),
+            suppress_health_check=list(HealthCheck),
+        )
+        @seed(self.example_seed())
+        @given(strategy)
+        def random_examples(scenario: GatherScenario) -> None:
+            self._run_example(body, scenario)
+
+        try:
+            random_examples()
+        except FlakyFailure as flaky:
+            inner = _first_check_failure(flaky)
+            if inner is None:
+                raise
+            raise CheckFailure(
+                inner.what,
+                expected=inner.expected,
+                seen=inner.seen,
+                repro=inner.repro,
+                context="(the target did not fail every time on this case: it is not "
+                "deterministic)",
+            ) from flaky
+
+    def example_seed(self) -> int:
+        """The Hypothesis seed of this check and mode, derived from the run's seed."""
+        key = f"{self.settings.seed}:{self.check_id}:{self.mode}"
+        return zlib.crc32(key.encode())
+
+    def _run_example(
+        self, body: Callable[[GatherScenario], None], scenario: GatherScenario
+    ) -> None:
+        try:
+            body(scenario)
+        except CheckFailure as failure:
+            if failure.repro is not None:
+                raise
+            raise failure.with_repro(self.repro(scenario)) from None
+
+    def repro(self, scenario: GatherScenario) -> str:
+        """Python that rebuilds ``scenario`` and replays this check on it."""
+        dtype = next(name for name, d in DTYPES.items() if d == self.settings.dtype)
+        return "\n".join(
+            [
+                "from rtmm_protocol.conformance import replay",
+                scenario.to_python(),
+                f"replay({self.check_id!r}, {self.factory_spec!r}, scenario, "
+                f"mode={self.mode!r}, device={str(self.device)!r}, dtype={dtype!r})",
+            ]
+        )
+
+
+def _first_check_failure(error: BaseException) -> CheckFailure | None:
+    if isinstance(error, CheckFailure):
+        return error
+    for inner in getattr(error, "exceptions", ()):
+        found = _first_check_failure(inner)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,1 @@
+"""The check implementations, one module per area of the specification."""

@@ -1,0 +1,590 @@
+"""Gather checks (SPEC §3): the target against the oracle, one clause at a time.
+
+Each check draws from a *family* of batches chosen so that only its own clause can make
+it fail: the window check uses prompts without masks or misses, the mask check one
+request without look-ahead, the realtime check compares rows rather than slots, and so
+on. A fault therefore fails the check of the clause it breaks, not half the suite. The
+whole-state comparison (G10) and the stateful check compare everything at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from rtmm_protocol.conformance import cases
+from rtmm_protocol.conformance.check_run import CheckRun
+from rtmm_protocol.conformance.gather_call import GatherCall, Gathered, describe_error
+from rtmm_protocol.conformance.instruments import EVERY_KEY
+from rtmm_protocol.conformance.outcomes import CheckFailure
+from rtmm_protocol.conformance.registry import scenario_check
+from rtmm_protocol.conformance.snapshots import CacheSnapshot
+from rtmm_protocol.conformance.strategies import (
+    GatherScenario,
+    gather_scenarios,
+    lookahead_only_misses,
+    non_embed_only_misses,
+    prefill_first,
+    with_zero_scheduled,
+)
+
+__all__: list[str] = []
+
+# ---------------------------------------------------------------------- families
+
+
+def _prompt_windows(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    """Several requests, every window in the prompt, no masks, every output cached."""
+    return gather_scenarios(windows="prefill", masks=False, cache_miss_rate=0.0)
+
+
+def _one_masked_request(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    """One request in its prompt, no look-ahead, masks, every output cached."""
+    return gather_scenarios(
+        windows="prefill",
+        masks=True,
+        cache_miss_rate=0.0,
+        min_requests=1,
+        max_requests=1,
+        lookaheads=(0,),
+    )
+
+
+def _anything(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    """Any batch, every output cached."""
+    return gather_scenarios(cache_miss_rate=0.0)
+
+
+def _anything_with_misses(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    """Any batch, some outputs missing."""
+    return gather_scenarios(cache_miss_rate=0.2)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _owner_of_identifiers(scenario: GatherScenario) -> dict[str, str]:
+    return {f.identifier: r.req_id for r in scenario.requests for f in r.features}
+
+
+def _decodes(scenario: GatherScenario, index: int) -> bool:
+    request = scenario.requests[index]
+    return request.num_computed_tokens + scenario.draft_lookahead >= request.prefill_len
+
+
+def _sources(call: GatherCall, gathered: Gathered) -> list[tuple[str, int] | None]:
+    rows = gathered.rows(call.scenario.hidden_size)
+    return [call.source_of(row) for row in rows]
+
+
+def _format_sources(sources: Sequence[tuple[str, int] | None]) -> str:
+    if not sources:
+        return "no rows"
+    shown = ", ".join("?" if s is None else f"{s[0]}[{s[1]}]" for s in sources[:8])
+    return shown + (f" ... ({len(sources)} rows)" if len(sources) > 8 else "")
+
+
+def _expected_sources(call: GatherCall, req_id: str | None = None) -> list[tuple[str, int]]:
+    return [
+        (row.identifier, row.row)
+        for row in call.oracle.rows
+        if req_id is None or call.scenario.requests[row.req_index].req_id == req_id
+    ]
+
+
+def _compare_mask(call: GatherCall, gathered: Gathered, what: str) -> None:
+    expected = call.oracle.mask_tensor()
+    diff = torch.nonzero(expected != gathered.mask).flatten().tolist()
+    if diff:
+        raise CheckFailure(
+            what,
+            expected=f"True at {call.describe_slots(torch.nonzero(expected).flatten().tolist())}"
+            if bool(expected.any())
+            else "an all-False mask",
+            seen=f"the mask differs at {call.describe_slots(diff)}",
+        )
+
+
+def _no_raise(call: GatherCall, what: str) -> Gathered:
+    if call.error is not None:
+        raise CheckFailure(
+            what,
+            expected="a result (no needed output is missing)",
+            seen=describe_error(call.error),
+        )
+    return call.unpack()
+
+
+# ---------------------------------------------------------------------- G1
+
+
+@scenario_check("G1-window-slots", strategy=_prompt_windows, cases=cases.WINDOW_CASES)
+def _window_slots(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    _compare_mask(
+        call,
+        gathered,
+        "the mask does not mark the window's feature positions at query_start_loc[i] + (p - start)",
+    )
+
+
+@scenario_check(
+    "G1-zero-scheduled-contributes-nothing",
+    strategy=lambda run: with_zero_scheduled(gather_scenarios(cache_miss_rate=0.3)),
+    cases=cases.ZERO_SCHEDULED_CASES,
+)
+def _zero_scheduled(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    if call.oracle.raises:
+        return  # another request misses an output; G7 judges that
+    if call.error is not None:
+        raise CheckFailure(
+            "the gather raised for a batch whose requests with scheduled tokens have "
+            "every needed output",
+            expected="a result: a request with zero scheduled tokens needs nothing",
+            seen=describe_error(call.error),
+        )
+    gathered = call.unpack()
+    owners = _owner_of_identifiers(scenario)
+    idle = {r.req_id for r in scenario.requests if r.num_scheduled_tokens == 0}
+    taken = [s for s in _sources(call, gathered) if s is not None and owners.get(s[0]) in idle]
+    if taken:
+        raise CheckFailure(
+            "a request with zero scheduled tokens contributed rows",
+            expected=f"no rows from the features of {sorted(idle)}",
+            seen=_format_sources(taken),
+        )
+
+
+# ---------------------------------------------------------------------- G2
+
+
+def _skip_family(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    return gather_scenarios(windows="mixed", masks=False, cache_miss_rate=0.0).map(prefill_first)
+
+
+@scenario_check(
+    "G2-nonrealtime-decode-skipped",
+    strategy=_skip_family,
+    cases=cases.SKIP_CASES,
+    modes=("non-realtime",),
+)
+def _decode_skipped(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    owners = _owner_of_identifiers(scenario)
+    skipped = {r.req_id for i, r in enumerate(scenario.requests) if _decodes(scenario, i)}
+    taken = [s for s in _sources(call, gathered) if s is not None and owners.get(s[0]) in skipped]
+    start = 0
+    marked: list[int] = []
+    for request in scenario.requests:
+        end = start + request.num_scheduled_tokens
+        if request.req_id in skipped:
+            marked.extend(start + k for k in np.flatnonzero(gathered.mask[start:end].numpy()))
+        start = end
+    if taken or marked:
+        seen = []
+        if taken:
+            seen.append(f"rows {_format_sources(taken)}")
+        if marked:
+            seen.append(f"True at {call.describe_slots(marked)}")
+        raise CheckFailure(
+            "a non-realtime request whose window starts at or past prefill_len contributed",
+            expected=f"nothing from {sorted(skipped)} (num_computed_tokens + L >= prefill_len)",
+            seen="; ".join(seen),
+        )
+
+
+@scenario_check(
+    "G2-skipped-outputs-not-read",
+    strategy=_skip_family,
+    cases=cases.SKIP_CASES,
+    modes=("non-realtime",),
+)
+def _skipped_not_read(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    skipped_ids = {
+        f.identifier
+        for i, r in enumerate(scenario.requests)
+        if _decodes(scenario, i)
+        for f in r.features
+    }
+    if not skipped_ids:
+        return
+    read = skipped_ids & call.output_reads
+    if EVERY_KEY in call.output_reads:
+        read = skipped_ids
+    if read:
+        raise CheckFailure(
+            "the encoder outputs of skipped non-realtime decode requests were read",
+            expected="no read of encoder_outputs for their features",
+            seen=f"read {sorted(read)}"
+            + (" (by iterating over every output)" if EVERY_KEY in call.output_reads else ""),
+        )
+
+
+@scenario_check(
+    "G2-all-skipped-empty-result",
+    strategy=lambda run: gather_scenarios(windows="decode", cache_miss_rate=0.3),
+    cases=cases.ALL_SKIPPED_CASES,
+    modes=("non-realtime",),
+)
+def _all_skipped(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    if call.error is not None:
+        raise CheckFailure(
+            "the gather raised for a batch in which every request is skipped",
+            expected="([], an all-False mask)",
+            seen=describe_error(call.error),
+        )
+    gathered = call.unpack()
+    if gathered.pieces or bool(gathered.mask.any()):
+        raise CheckFailure(
+            "a batch in which every non-realtime request decodes did not give an empty result",
+            expected=f"([], {call.total} False entries)",
+            seen=f"{len(gathered.pieces)} pieces, {int(gathered.mask.sum())} True entries",
+        )
+
+
+# ---------------------------------------------------------------------- G3
+
+
+@scenario_check(
+    "G3-realtime-decode-gathers",
+    strategy=lambda run: gather_scenarios(
+        windows="mixed", masks=False, cache_miss_rate=0.0, lookaheads=(0,)
+    ),
+    cases=cases.REALTIME_DECODE_CASES,
+    modes=("realtime",),
+)
+def _realtime_gathers(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    owners = _owner_of_identifiers(scenario)
+    sources = _sources(call, gathered)
+    for index, request in enumerate(scenario.requests):
+        if not _decodes(scenario, index):
+            continue
+        expected = _expected_sources(call, request.req_id)
+        seen = [s for s in sources if s is not None and owners.get(s[0]) == request.req_id]
+        if seen != expected:
+            raise CheckFailure(
+                f"realtime request {request.req_id!r} decoding past its prompt did not "
+                "gather its window",
+                expected=_format_sources(expected),
+                seen=_format_sources(seen),
+            )
+
+
+# ---------------------------------------------------------------------- G4
+
+
+@scenario_check(
+    "G4-mask-type-shape",
+    strategy=lambda run: gather_scenarios(cache_miss_rate=0.0),
+    cases=[*cases.WINDOW_CASES[:1], *cases.MASK_CASES[:1]],
+)
+def _mask_type_shape(run: CheckRun, scenario: GatherScenario) -> None:
+    padded = GatherScenario(
+        requests=scenario.requests,
+        hidden_size=scenario.hidden_size,
+        draft_lookahead=scenario.draft_lookahead,
+        padding=max(scenario.padding, 1),
+        extra_requests=scenario.extra_requests,
+    )
+    call = run.gather_fresh(padded)
+    if call.error is not None:
+        raise CheckFailure(
+            "the gather raised for a batch whose needed outputs are all cached",
+            expected="(mm_embeds, is_mm_embed)",
+            seen=describe_error(call.error),
+        )
+    result = call.result
+    mask = result[1] if isinstance(result, (tuple, list)) and len(result) == 2 else None
+    problems = []
+    if not isinstance(mask, torch.Tensor):
+        problems.append(f"a {type(mask).__name__}")
+    else:
+        if mask.dtype != torch.bool:
+            problems.append(f"dtype {mask.dtype}")
+        if mask.device.type != "cpu":
+            problems.append(f"device {mask.device}")
+        if tuple(mask.shape) != (call.total,):
+            problems.append(
+                f"shape {tuple(mask.shape)}"
+                + (
+                    " (the padded count)"
+                    if call.kind == "model_state"
+                    and tuple(mask.shape) == (call.total + padded.padding,)
+                    else ""
+                )
+            )
+    if problems:
+        raise CheckFailure(
+            "is_mm_embed is not a bool CPU tensor over the scheduled tokens",
+            expected=f"dtype torch.bool, device cpu, shape ({call.total},)",
+            seen=", ".join(problems),
+        )
+
+
+@scenario_check(
+    "G4-non-embed-positions-false",
+    strategy=_one_masked_request,
+    cases=cases.MASK_CASES,
+)
+def _non_embed_false(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    _compare_mask(
+        call, gathered, "the mask is not True exactly at the embed positions of the features"
+    )
+
+
+# ---------------------------------------------------------------------- G5
+
+
+@scenario_check("G5-rows-match-mask", strategy=_one_masked_request, cases=cases.ROW_CASES)
+def _rows_match_mask(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    rows = gathered.rows(scenario.hidden_size)
+    true_slots = int(gathered.mask.sum())
+    if rows.shape[0] != true_slots:
+        raise CheckFailure(
+            "torch.cat(mm_embeds) does not have one row per True slot of is_mm_embed",
+            expected=f"{true_slots} rows",
+            seen=f"{rows.shape[0]} rows: {_format_sources(_sources(call, gathered))}",
+        )
+    expected = call.expected_rows()
+    if rows.shape != expected.shape or not torch.equal(rows, expected):
+        raise CheckFailure(
+            "the gathered rows are not the encoder-output rows of the True slots",
+            expected=_format_sources(_expected_sources(call)),
+            seen=_format_sources(_sources(call, gathered)),
+        )
+
+
+# ---------------------------------------------------------------------- G6
+
+
+@scenario_check(
+    "G6-one-piece-per-feature-window",
+    strategy=lambda run: gather_scenarios(
+        windows="prefill", masks=False, cache_miss_rate=0.0, lookaheads=(0,)
+    ),
+    cases=cases.PIECE_CASES,
+)
+def _one_piece_per_pair(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    expected = [f"{p.identifier}[{p.row_start}:{p.row_end}]" for p in call.oracle.pieces]
+    seen = []
+    for piece in gathered.pieces:
+        rows = piece.detach().to("cpu", torch.float32)
+        first = call.source_of(rows[0]) if rows.shape[0] else None
+        last = call.source_of(rows[-1]) if rows.shape[0] else None
+        if first is None or last is None or first[0] != last[0]:
+            seen.append(f"<{rows.shape[0]} rows not from one output>")
+        else:
+            seen.append(f"{first[0]}[{first[1]}:{last[1] + 1}]")
+    if seen != expected:
+        raise CheckFailure(
+            "mm_embeds is not one piece per (request, feature) pair in batch then feature order",
+            expected=", ".join(expected) or "no pieces",
+            seen=", ".join(seen) or "no pieces",
+        )
+
+
+@scenario_check("G6-pieces-are-views", strategy=_anything)
+def _pieces_are_views(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    for index, piece in enumerate(gathered.pieces):
+        if not _is_row_view(piece, call.outputs.values()):
+            raise CheckFailure(
+                "a piece of mm_embeds is a copy, not a view of a cached encoder output",
+                expected=f"mm_embeds[{index}] sharing storage with its feature's output, "
+                "as a contiguous row slice",
+                seen=f"storage {piece.untyped_storage().data_ptr():#x}, stride "
+                f"{tuple(piece.stride())}, matching no cached output",
+            )
+
+
+def _is_row_view(piece: torch.Tensor, outputs: Iterable[torch.Tensor]) -> bool:
+    storage = piece.untyped_storage().data_ptr()
+    for output in outputs:
+        if output.untyped_storage().data_ptr() != storage:
+            continue
+        if piece.shape[0] == 0:
+            return True
+        row = output.stride(0)
+        delta = piece.storage_offset() - output.storage_offset()
+        if piece.stride() == output.stride() and delta % max(row, 1) == 0:
+            first = delta // max(row, 1)
+            if first >= 0 and first + piece.shape[0] <= output.shape[0]:
+                return True
+    return False
+
+
+@scenario_check("G6-pieces-carry-modality", strategy=_anything)
+def _pieces_modality(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    gathered = call.unpack()
+    modality = {f.identifier: f.modality for r in scenario.requests for f in r.features}
+    for index, piece in enumerate(gathered.pieces):
+        if piece.shape[0] == 0:
+            continue
+        source = call.source_of(piece.detach().to("cpu", torch.float32)[0])
+        if source is None:
+            continue
+        wanted = modality[source[0]]
+        seen = getattr(piece, "modality", None)
+        if seen != wanted:
+            raise CheckFailure(
+                "a piece does not carry its feature's modality",
+                expected=f"mm_embeds[{index}].modality == {wanted!r} (feature {source[0]})",
+                seen="no modality attribute" if seen is None else repr(seen),
+            )
+
+
+# ---------------------------------------------------------------------- G7
+
+
+@scenario_check(
+    "G7-missing-output-raises",
+    strategy=lambda run: gather_scenarios(
+        windows="prefill", masks=False, cache_miss_rate=0.5, lookaheads=(0,)
+    ),
+    cases=cases.MISS_CASES,
+)
+def _missing_raises(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    missing = [identifier for identifier, _ in call.oracle.missing]
+    if not missing:
+        _no_raise(call, "the gather raised although every needed output is cached")
+        return
+    error = call.error
+    if error is None:
+        raise CheckFailure(
+            "a needed encoder output is missing but the gather returned a result",
+            expected=f"a RuntimeError subclass naming {missing[0]!r}",
+            seen="a (partial) result",
+        )
+    if not isinstance(error, RuntimeError):
+        raise CheckFailure(
+            "a missing encoder output raised an exception that is not a RuntimeError",
+            expected=f"a RuntimeError subclass naming {missing[0]!r}",
+            seen=describe_error(error),
+        )
+    if not any(identifier in str(error) for identifier in missing):
+        raise CheckFailure(
+            "the error for a missing encoder output does not name the identifier",
+            expected=f"a message naming {' or '.join(repr(i) for i in missing)}",
+            seen=describe_error(error),
+        )
+
+
+@scenario_check(
+    "G7-lookahead-miss-falls-back",
+    strategy=lambda run: lookahead_only_misses(
+        gather_scenarios(windows="prefill", masks=False, cache_miss_rate=0.0, lookaheads=(1, 2))
+    ),
+    cases=cases.LOOKAHEAD_MISS_CASES,
+)
+def _lookahead_miss(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    _no_raise(
+        call,
+        "the gather raised for a missing output that only the look-ahead reaches (the "
+        "feature starts at or after num_computed_tokens + num_scheduled_tokens)",
+    )
+
+
+@scenario_check(
+    "G7-non-embed-window-needs-nothing",
+    strategy=lambda run: non_embed_only_misses(
+        gather_scenarios(windows="prefill", masks=True, cache_miss_rate=0.0, lookaheads=(0,))
+    ),
+    cases=cases.NON_EMBED_MISS_CASES,
+)
+def _non_embed_miss(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    _no_raise(
+        call,
+        "the gather raised for a missing output whose window holds only non-embed positions",
+    )
+
+
+# ---------------------------------------------------------------------- G8, G9
+
+
+@scenario_check("G8-cache-unchanged", strategy=_anything_with_misses)
+def _cache_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
+    built = run.build_loaded(scenario)
+    before = CacheSnapshot.take(built.cache)
+    run.gather(built, scenario)
+    changes = before.changes(built.cache)
+    if changes:
+        raise CheckFailure(
+            "the gather changed the encoder cache",
+            expected="encoder outputs, features and the cache dicts unchanged",
+            seen="; ".join(changes[:5]),
+        )
+
+
+@scenario_check("G9-inputs-unchanged", strategy=_anything_with_misses)
+def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    changed = [
+        name
+        for name, value in call.passed.items()
+        if not (
+            isinstance(value, np.ndarray)
+            and value.shape == call.before[name].shape
+            and value.dtype == call.before[name].dtype
+            and np.array_equal(value, call.before[name])
+        )
+    ]
+    if changed:
+        name = changed[0]
+        raise CheckFailure(
+            "the gather modified the arrays it was given",
+            expected=f"{', '.join(changed)} unchanged (compute num_computed_tokens + L into a "
+            "new array)",
+            seen=f"{name} was {call.before[name].tolist()} and is now "
+            f"{np.asarray(call.passed[name]).tolist()}",
+        )
+
+
+# ---------------------------------------------------------------------- G10
+
+
+@scenario_check(
+    "G10-state-matches-oracle",
+    strategy=_anything_with_misses,
+    cross_cutting=True,
+)
+def _state_matches_oracle(run: CheckRun, scenario: GatherScenario) -> None:
+    call = run.gather_fresh(scenario)
+    if call.oracle.raises:
+        if call.error is None:
+            raise CheckFailure(
+                "the state-level gather returned a result where the runner-level gather raises",
+                expected=f"an error naming {call.oracle.missing[0][0]!r}",
+                seen="a result",
+            )
+        return
+    gathered = _no_raise(call, "the state-level gather raised where the runner-level one does not")
+    _compare_mask(call, gathered, "the state-level mask differs from the runner-level gather")
+    rows = gathered.rows(scenario.hidden_size)
+    expected = call.expected_rows()
+    if rows.shape != expected.shape or not torch.equal(rows, expected):
+        raise CheckFailure(
+            "the state-level rows differ from the runner-level gather",
+            expected=_format_sources(_expected_sources(call)),
+            seen=_format_sources(_sources(call, gathered)),
+        )

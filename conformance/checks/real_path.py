@@ -1,0 +1,215 @@
+"""Real-path checks (SPEC §5): encoding the scheduled items once, merging into the buffer,
+and decode steps.
+
+Merged embeddings are compared with the tolerance of the run's dtype
+(:data:`~rtmm_protocol.conformance.settings.MERGE_TOLERANCES`): the merge is arithmetic
+in that dtype. R2 compares the returned rows with the model's merge of the state's *own*
+gather, so a gather fault does not show up here; R3 compares decode steps with the merge
+of the oracle's gather, which is what the clause is about.
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from rtmm_protocol.conformance.check_run import CheckRun
+from rtmm_protocol.conformance.gather_call import describe_error
+from rtmm_protocol.conformance.oracle import oracle_gather
+from rtmm_protocol.conformance.outcomes import CheckFailure
+from rtmm_protocol.conformance.real_step import RealStep, prepare_real_step
+from rtmm_protocol.conformance.registry import scenario_check
+from rtmm_protocol.conformance.strategies import GatherScenario, gather_scenarios
+from rtmm_protocol.realtime import supports_realtime
+
+__all__: list[str] = []
+
+
+def _steps(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    return gather_scenarios(lookaheads=(0,), cache_miss_rate=0.5)
+
+
+def _prompt_steps(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    return gather_scenarios(windows="prefill", lookaheads=(0,), cache_miss_rate=0.5)
+
+
+def _decode_steps(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    return gather_scenarios(windows="decode", lookaheads=(0,), cache_miss_rate=0.5, masks=True)
+
+
+def _cached(step: RealStep, identifier: str) -> torch.Tensor | None:
+    outputs = step.built.cache.encoder_outputs
+    with outputs.paused():
+        value = outputs.get(identifier)
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _scheduled_new(step: RealStep) -> list[str]:
+    """Identifiers of scheduled items that have inputs and no cached output yet."""
+    batch = set(step.scenario.req_ids)
+    return [
+        f.identifier
+        for r in step.scenario.requests
+        if r.req_id in batch
+        for f in r.features
+        if f.identifier in step.inputs and f.identifier not in step.precached
+    ]
+
+
+def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | None:
+    tol = run.settings.tolerance
+    seen32 = seen.detach().to("cpu", torch.float32)
+    expected32 = expected.detach().to("cpu", torch.float32)
+    if seen32.shape != expected32.shape:
+        return f"shape {tuple(seen32.shape)} instead of {tuple(expected32.shape)}"
+    bad = ~torch.isclose(seen32, expected32, rtol=tol.rtol, atol=tol.atol)
+    if not bool(bad.any()):
+        return None
+    rows = torch.nonzero(bad.any(dim=1)).flatten().tolist()
+    worst = float((seen32 - expected32).abs().max())
+    return (
+        f"rows {rows[:8]}{' ...' if len(rows) > 8 else ''} differ (max abs diff {worst:.3g}, "
+        f"tolerance rtol={tol.rtol:g} atol={tol.atol:g})"
+    )
+
+
+@scenario_check("R1-encodes-scheduled-items", strategy=_steps)
+def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
+    step = prepare_real_step(run, scenario)
+    step.get_mm_embeddings(run)
+    for identifier in _scheduled_new(step):
+        if step.encoder_log.encoded(step.inputs[identifier]) == 0:
+            raise CheckFailure(
+                f"scheduled item {identifier!r} (with data, not cached) was not encoded",
+                expected=f"model.embed_multimodal(**data) called for {identifier!r}",
+                seen="no encoder call with its inputs",
+            )
+        output = _cached(step, identifier)
+        if output is None:
+            raise CheckFailure(
+                f"the output of scheduled item {identifier!r} was not cached",
+                expected=f"encoder_cache.encoder_outputs[{identifier!r}] set",
+                seen="no entry",
+            )
+        wanted = step.model.embed_multimodal(input_features=step.inputs[identifier])[0]
+        problem = _close(run, output, wanted)
+        if problem is not None:
+            raise CheckFailure(
+                f"the cached output of {identifier!r} is not the encoder's output",
+                expected="model.embed_multimodal(**data)[0]",
+                seen=problem,
+            )
+
+
+@scenario_check("R1-no-reencode", strategy=_steps)
+def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
+    step = prepare_real_step(run, scenario)
+    cached_before = {i: id(_cached(step, i)) for i in step.precached}
+    step.get_mm_embeddings(run)
+    log = step.encoder_log
+    again = [i for i in step.precached if i in step.inputs and log.encoded(step.inputs[i])]
+    twice = [i for i in _scheduled_new(step) if log.encoded(step.inputs[i]) > 1]
+    replaced = [i for i, obj in cached_before.items() if id(_cached(step, i)) != obj]
+    if again or twice or replaced:
+        raise CheckFailure(
+            "get_mm_embeddings encoded items whose output was already cached",
+            expected="no encoder call for cached items, one per new item",
+            seen="; ".join(
+                part
+                for part in (
+                    f"cached items encoded again: {sorted(again)}" if again else "",
+                    f"encoded more than once: {sorted(twice)}" if twice else "",
+                    f"cached outputs replaced: {sorted(replaced)}" if replaced else "",
+                )
+                if part
+            ),
+        )
+    calls = len(log.calls)
+    step.get_mm_embeddings(run)
+    if len(log.calls) != calls:
+        raise CheckFailure(
+            "a second step with the same scheduled items encoded them again",
+            expected="no encoder call: every output is cached after the first step",
+            seen=f"{len(log.calls) - calls} more encoder call(s)",
+        )
+
+
+@scenario_check("R2-returns-padded-buffer-slice", strategy=_steps)
+def _padded_slice(run: CheckRun, scenario: GatherScenario) -> None:
+    step = prepare_real_step(run, scenario)
+    result = step.get_mm_embeddings(run)
+    ctx = step.built.parts.ctx
+    wanted = (step.batch.num_tokens_after_padding, ctx.hidden_size)
+    if tuple(result.shape) != wanted or result.dtype != ctx.dtype:
+        raise CheckFailure(
+            "get_mm_embeddings did not return num_tokens_after_padding rows of the buffer",
+            expected=f"shape {wanted}, dtype {ctx.dtype}",
+            seen=f"shape {tuple(result.shape)}, dtype {result.dtype}",
+        )
+
+
+@scenario_check("R2-merged-rows-match-eager", strategy=_prompt_steps)
+def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
+    step = prepare_real_step(run, scenario)
+    result = step.get_mm_embeddings(run)
+    n = step.batch.num_tokens
+    gathered = run.call(
+        "gather_mm_embeddings after get_mm_embeddings",
+        step.built.target.gather_mm_embeddings,  # type: ignore[attr-defined]  # a ModelState
+        step.batch,
+    )
+    try:
+        pieces, mask = gathered
+        expected = step.model.embed_input_ids(step.batch.input_ids[:n], pieces, mask.to(run.device))
+    except Exception as error:
+        raise CheckFailure(
+            "the state's own gather result cannot be merged by the model",
+            expected="(list of row tensors, bool mask) that embed_input_ids accepts",
+            seen=describe_error(error),
+        ) from error
+    problem = _close(run, result[:n], expected)
+    if problem is not None:
+        raise CheckFailure(
+            "the merged rows are not model.embed_input_ids of the step's gather",
+            expected=f"rows [0, {n}) equal to embed_input_ids(input_ids[:{n}], mm_embeds, "
+            "is_mm_embed) computed eagerly",
+            seen=problem,
+        )
+
+
+@scenario_check("R3-decode-steps", strategy=_decode_steps)
+def _decode_steps_merge(run: CheckRun, scenario: GatherScenario) -> None:
+    step = prepare_real_step(run, scenario)
+    result = step.get_mm_embeddings(run)
+    cache = step.built.cache
+    with cache.paused():
+        outputs = dict(dict.items(cache.encoder_outputs))
+        features = {k: list(v) for k, v in dict.items(cache.mm_features)}
+    arrays = scenario.arrays()
+    oracle = oracle_gather(
+        features,
+        outputs,
+        is_realtime=supports_realtime(step.model),
+        req_ids=scenario.req_ids,
+        num_scheduled_tokens=arrays["num_scheduled_tokens"],
+        query_start_loc=arrays["query_start_loc"],
+        prefill_lens=arrays["prefill_lens"],
+        num_computed_tokens=arrays["num_computed_tokens"],
+    )
+    if oracle.raises:
+        return  # an output the step should have encoded is missing: R1's finding
+    n = step.batch.num_tokens
+    pieces = [outputs[p.identifier][p.row_start : p.row_end] for p in oracle.pieces]
+    expected = step.model.embed_input_ids(
+        step.batch.input_ids[:n], pieces, oracle.mask_tensor().to(run.device)
+    )
+    problem = _close(run, result[:n], expected)
+    if problem is not None:
+        realtime = supports_realtime(step.model)
+        raise CheckFailure(
+            "a decode step's embeddings are wrong for this model",
+            expected="multimodal rows at decode positions inside features (realtime model)"
+            if realtime
+            else "plain token embeddings (non-realtime model decoding)",
+            seen=problem,
+        )

@@ -1,0 +1,361 @@
+"""The stateful check: one target through a whole life, compared with the oracle at each step.
+
+A Hypothesis state machine drives the target and the oracle through the same events:
+requests added and removed, prompts processed in chunks, realtime streams appending
+features and decoding, encoder outputs cached and freed, dummy runs in between. After
+every gather the two must agree exactly, and the cache must be as it was. Single-call
+checks build a fresh target per example; this one finds what a target keeps between
+calls and gets wrong later (a memoized plan that is not invalidated, say).
+
+A failure shows the shortest sequence of events as Python that replays it through
+:func:`life_machine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import strategies as st
+from hypothesis.errors import FlakyFailure
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from rtmm_protocol.conformance.check_run import Built, CheckRun
+from rtmm_protocol.conformance.gather_call import GatherCall, call_gather, describe_error
+from rtmm_protocol.conformance.outcomes import CheckFailure
+from rtmm_protocol.conformance.registry import check
+from rtmm_protocol.conformance.snapshots import CacheSnapshot
+from rtmm_protocol.conformance.strategies import (
+    FeatureSpec,
+    GatherScenario,
+    RequestSpec,
+    distinct_output,
+)
+
+__all__ = ["life_machine"]
+
+#: ``(gap before it, length, is_embed or None, cached at once)`` of a new feature.
+FeatureShape = tuple[int, int, tuple[bool, ...] | None, bool]
+
+_feature_shapes: st.SearchStrategy[FeatureShape] = st.integers(1, 6).flatmap(
+    lambda n: st.tuples(
+        st.integers(0, 4),
+        st.just(n),
+        st.none() | st.lists(st.booleans(), min_size=n, max_size=n).map(tuple),
+        st.sampled_from([True, True, True, False]),
+    )
+)
+_prompt_shapes = st.tuples(st.integers(0, 20), st.lists(_feature_shapes, max_size=3))
+_choice = st.integers(0, 1000)
+
+
+@dataclass
+class _Request:
+    prefill_len: int
+    computed: int = 0
+    features: list[FeatureSpec] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return max((f.offset + f.length for f in self.features), default=0)
+
+
+def life_machine(run: CheckRun) -> type[RuleBasedStateMachine]:
+    """The state-machine class that drives targets built by ``run`` (one per life)."""
+    top = run.settings.max_num_tokens
+    max_requests = run.settings.max_num_reqs
+    hidden = run.settings.hidden_size
+    with_dummy = run.kind == "model_state"
+
+    class GatherLife(RuleBasedStateMachine):
+        """Requests come and go, prompts are chunked, streams grow, outputs are freed."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.built: Built = run.build()
+            self.requests: dict[str, _Request] = {}
+            self.ordinals: dict[str, int] = {}
+            self.counter = 0
+            self.dummy_storage: int | None = None
+
+        # -------------------------------------------------------------- events
+
+        def _new_feature(self, offset: int, shape: FeatureShape) -> FeatureSpec:
+            _, length, mask, cached = shape
+            identifier = f"q{self.counter}"
+            self.ordinals[identifier] = self.counter
+            self.counter += 1
+            return FeatureSpec(identifier, offset, length, mask, cached)
+
+        def _cache(self, spec: FeatureSpec) -> None:
+            output = distinct_output(self.ordinals[spec.identifier], spec.num_embeds, hidden)
+            cache = self.built.cache
+            with cache.paused():
+                cache.encoder_outputs[spec.identifier] = output.to(run.device)
+
+        @initialize(prompts=st.lists(_prompt_shapes, min_size=1, max_size=3))
+        def start(self, prompts: list[tuple[int, list[FeatureShape]]]) -> None:
+            for prefill_len, shapes in prompts:
+                self.add_request(prefill_len, shapes)
+
+        @precondition(lambda self: len(self.requests) < max_requests)
+        @rule(prefill_len=st.integers(0, 20), shapes=st.lists(_feature_shapes, max_size=3))
+        def add_request(self, prefill_len: int, shapes: list[FeatureShape]) -> None:
+            req_id = f"req-{self.counter}"
+            self.counter += 1
+            request = _Request(prefill_len)
+            cursor = 0
+            for shape in shapes:
+                spec = self._new_feature(cursor + shape[0], shape)
+                request.features.append(spec)
+                cursor = spec.offset + spec.length
+            with self.built.cache.paused():
+                self.built.cache.add_request(req_id, [f.build() for f in request.features])
+            for spec in request.features:
+                if spec.cached:
+                    self._cache(spec)
+            self.requests[req_id] = request
+
+        @precondition(lambda self: bool(self.requests))
+        @rule(choice=_choice, shape=_feature_shapes)
+        def append_feature(self, choice: int, shape: FeatureShape) -> None:
+            req_id = sorted(self.requests)[choice % len(self.requests)]
+            request = self.requests[req_id]
+            spec = self._new_feature(max(request.end, request.computed) + shape[0], shape)
+            with self.built.cache.paused():
+                self.built.cache.append_feature(req_id, spec.build())
+            request.features.append(spec)
+            if spec.cached:
+                self._cache(spec)
+
+        def _uncached(self) -> list[FeatureSpec]:
+            outputs = self.built.cache.encoder_outputs
+            return [
+                f
+                for r in self.requests.values()
+                for f in r.features
+                if not dict.__contains__(outputs, f.identifier)
+            ]
+
+        @precondition(lambda self: bool(self._uncached()))
+        @rule(choice=_choice)
+        def cache_output(self, choice: int) -> None:
+            missing = self._uncached()
+            self._cache(missing[choice % len(missing)])
+
+        @precondition(lambda self: bool(dict.__len__(self.built.cache.encoder_outputs)))
+        @rule(choice=_choice)
+        def free_output(self, choice: int) -> None:
+            cache = self.built.cache
+            with cache.paused():
+                cached = sorted(dict.keys(cache.encoder_outputs))
+                cache.free_encoder_output(cached[choice % len(cached)])
+
+        @precondition(lambda self: bool(self.requests))
+        @rule(choice=_choice, free=st.booleans())
+        def remove_request(self, choice: int, free: bool) -> None:
+            req_id = sorted(self.requests)[choice % len(self.requests)]
+            request = self.requests.pop(req_id)
+            cache = self.built.cache
+            with cache.paused():
+                cache.remove_request(req_id)
+                if free:
+                    for spec in request.features:
+                        cache.free_encoder_output(spec.identifier)
+
+        @precondition(lambda self: bool(self.requests))
+        @rule(
+            choices=st.lists(_choice, min_size=1, max_size=4),
+            sizes=st.lists(st.integers(0, 8), min_size=4, max_size=4),
+            lookahead=st.sampled_from([0, 0, 1, 2]),
+        )
+        def step(self, choices: list[int], sizes: list[int], lookahead: int) -> None:
+            self._step(choices, sizes, lookahead)
+
+        @precondition(lambda self: bool(self.requests))
+        @rule(size=st.integers(1, 8))
+        def step_all(self, size: int) -> None:
+            """Every live request in one batch: the engine's usual step."""
+            count = len(self.requests)
+            self._step(list(range(count)), [size] * count, 0)
+
+        def _step(self, choices: list[int], sizes: list[int], lookahead: int) -> None:
+            ids = sorted(self.requests)
+            picked = list(dict.fromkeys(ids[c % len(ids)] for c in choices))
+            specs = []
+            for req_id, size in zip(picked, sizes, strict=False):
+                request = self.requests[req_id]
+                left = request.prefill_len - request.computed
+                count = min(size, left) if left > 0 else min(size, 2)
+                specs.append(
+                    RequestSpec(
+                        req_id,
+                        request.prefill_len,
+                        request.computed,
+                        count,
+                        tuple(request.features),
+                    )
+                )
+            scenario = GatherScenario(
+                requests=tuple(specs), hidden_size=hidden, draft_lookahead=lookahead
+            )
+            if scenario.num_tokens > top:
+                return
+            cache = self.built.cache
+            before = CacheSnapshot.take(cache)
+            call = call_gather(
+                self.built.target,
+                self.built.kind,
+                self.built.parts.model,
+                cache,
+                scenario,
+                run.device,
+            )
+            _compare(call)
+            changes = before.changes(cache)
+            if changes:
+                raise CheckFailure(
+                    "a gather changed the encoder cache",
+                    expected="the cache as it was",
+                    seen="; ".join(changes[:3]),
+                )
+            for spec in specs:
+                self.requests[spec.req_id].computed += spec.num_scheduled_tokens
+
+        @precondition(lambda self: with_dummy)
+        @rule(size=st.integers(0, top))
+        def dummy_run(self, size: int) -> None:
+            target = self.built.target
+            log = self.built.parts.encoder_log
+            cache = self.built.cache
+            calls = len(log.calls)
+            cache.forget()
+            view = run.call(
+                "dummy_inputs_embeds",
+                target.dummy_inputs_embeds,  # type: ignore[attr-defined]  # a ModelState
+                size,
+            )
+            if not isinstance(view, torch.Tensor):
+                raise CheckFailure(
+                    "dummy_inputs_embeds returned no tensor",
+                    expected=f"a ({size}, {hidden}) view of the buffer",
+                    seen=type(view).__name__,
+                )
+            storage = view.untyped_storage().data_ptr()
+            if self.dummy_storage is None:
+                self.dummy_storage = storage
+            if storage != self.dummy_storage:
+                raise CheckFailure(
+                    "a dummy run returned another buffer later in the state's life",
+                    expected="the same storage for every dummy run",
+                    seen="a different storage",
+                )
+            if len(log.calls) != calls or cache.touched:
+                raise CheckFailure(
+                    "a dummy run in the middle of the state's life ran the encoder or used the cache",
+                    expected="no encoder call, no cache access",
+                    seen=f"{len(log.calls) - calls} encoder call(s), cache "
+                    f"{'touched' if cache.touched else 'untouched'}",
+                )
+
+    return GatherLife
+
+
+def _compare(call: GatherCall) -> None:
+    oracle = call.oracle
+    if oracle.raises:
+        missing = [identifier for identifier, _ in oracle.missing]
+        if not isinstance(call.error, RuntimeError) or not any(
+            i in str(call.error) for i in missing
+        ):
+            raise CheckFailure(
+                "a missing encoder output was not reported as the contract says",
+                expected=f"a RuntimeError naming {' or '.join(missing)}",
+                seen="a result" if call.error is None else describe_error(call.error),
+            )
+        return
+    if call.error is not None:
+        raise CheckFailure(
+            "the gather raised although every needed output is cached",
+            expected="a result",
+            seen=describe_error(call.error),
+        )
+    gathered = call.unpack()
+    expected_mask = oracle.mask_tensor()
+    raw = gathered.raw_mask
+    if tuple(raw.shape) != (call.total,) or not torch.equal(gathered.mask, expected_mask):
+        diff = torch.nonzero(expected_mask != gathered.mask).flatten().tolist()
+        raise CheckFailure(
+            "the mask differs from the oracle's",
+            expected=f"{call.total} entries, True at "
+            f"{torch.nonzero(expected_mask).flatten().tolist()[:12]}",
+            seen=f"{raw.shape[0]} entries, differing at {call.describe_slots(diff)}"
+            if diff
+            else f"shape {tuple(raw.shape)}",
+        )
+    rows = gathered.rows(call.scenario.hidden_size)
+    expected = call.expected_rows()
+    if rows.shape != expected.shape or not torch.equal(rows, expected):
+        raise CheckFailure(
+            "the gathered rows differ from the oracle's",
+            expected=f"{expected.shape[0]} rows",
+            seen=f"{rows.shape[0]} rows, not the expected ones",
+        )
+
+
+@check("G8-stateful-life-matches-oracle", cross_cutting=True)
+def _stateful_life(run: CheckRun) -> None:
+    run.build()  # a refused mode skips here, before Hypothesis starts
+    machine = seed(run.example_seed())(life_machine(run))
+    steps: list[str] = []
+    phases: Sequence[Phase] = (
+        (Phase.generate, Phase.shrink) if run.settings.shrink else (Phase.generate,)
+    )
+    try:
+        with with_reporter(lambda text: steps.append(str(text))):
+            run_state_machine_as_test(
+                machine,
+                settings=settings(
+                    max_examples=max(5, run.settings.examples),
+                    stateful_step_count=25,
+                    database=None,
+                    deadline=None,
+                    derandomize=False,
+                    print_blob=False,
+                    report_multiple_bugs=False,
+                    verbosity=Verbosity.normal,
+                    phases=phases,
+                    suppress_health_check=list(HealthCheck),
+                ),
+            )
+    except CheckFailure as failure:
+        raise failure.with_repro(_program(run, steps)) from None
+    except FlakyFailure as flaky:
+        inner = [e for e in flaky.exceptions if isinstance(e, CheckFailure)]
+        if not inner:
+            raise
+        raise inner[0].with_repro(
+            _program(run, steps),
+            context="(the target did not fail every time on these steps: it is not deterministic)",
+        ) from None
+
+
+def _program(run: CheckRun, steps: list[str]) -> str:
+    """The failing steps Hypothesis printed, as a script that replays them."""
+    return "\n".join(
+        [
+            "from rtmm_protocol.conformance import life_machine_for",
+            f"GatherLife = life_machine_for({run.factory_spec!r}, mode={run.mode!r}, "
+            f"device={str(run.device)!r})",
+            *(line for line in steps if line.startswith("state")),
+        ]
+    )

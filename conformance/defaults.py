@@ -1,0 +1,33 @@
+"""Defaults of a conformance run, importable without torch (the pytest plugin reads them
+to declare its options in every pytest run)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "DEFAULT_EXAMPLES",
+    "DEFAULT_SEED",
+    "DEFAULT_TIMEOUT_S",
+    "DTYPE_NAMES",
+    "NODE_PREFIX",
+    "REFERENCE_GATHERER",
+    "REFERENCE_MODEL_STATE",
+]
+
+#: Fixed so that two runs of the same target see the same batches; printed in the header.
+DEFAULT_SEED: Final = 20260
+#: Random examples per check and mode, on top of each check's hand-placed cases.
+DEFAULT_EXAMPLES: Final = 30
+#: Seconds one check (in one mode) may take before it is failed as hanging.
+DEFAULT_TIMEOUT_S: Final = 120.0
+#: dtype names accepted on the command line.
+DTYPE_NAMES: Final = ("float32", "float16", "bfloat16")
+
+#: The factory ``pytest --conformance`` checks when given no value.
+REFERENCE_MODEL_STATE: Final = "rtmm_protocol.conformance.targets:reference_model_state"
+#: The runner-level reference, for checking the gatherer kind.
+REFERENCE_GATHERER: Final = "rtmm_protocol.conformance.targets:reference_gatherer"
+
+#: First part of every suite node ID: ``rtmm-conformance::G5-rows-match-mask[realtime]``.
+NODE_PREFIX: Final = "rtmm-conformance"

@@ -1,0 +1,28 @@
+"""The versions a pasted conformance log needs to be reproducible."""
+
+from __future__ import annotations
+
+import platform
+
+import torch
+
+from rtmm_protocol._version import PROTOCOL_VERSION, __version__
+
+__all__ = ["environment_info"]
+
+
+def environment_info(device: torch.device) -> dict[str, str]:
+    """Package, protocol, torch, CUDA and Python versions, and the device checked on."""
+    cuda = torch.version.cuda if torch.cuda.is_available() else None
+    device_name = str(device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        device_name = f"{device} ({torch.cuda.get_device_name(device)})"
+    return {
+        "rtmm_protocol": __version__,
+        "protocol": PROTOCOL_VERSION,
+        "torch": torch.__version__,
+        "cuda": cuda or "none",
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "device": device_name,
+    }

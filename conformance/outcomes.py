@@ -1,0 +1,103 @@
+"""How a check ends: the exceptions a check raises and the result the runner records."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+__all__ = ["CheckFailure", "CheckResult", "CheckSkipped", "ConformanceWarning", "Outcome"]
+
+
+class Outcome(str, enum.Enum):
+    """The outcome of one check in one mode, as reports show it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    #: A SHOULD check failed and the run is not strict.
+    WARNING = "warning"
+    SKIPPED = "skipped"
+    #: A prerequisite check failed, so this one could not be judged.
+    BLOCKED = "blocked"
+    #: Failed as the expected-failures file says it would.
+    XFAILED = "xfailed"
+
+
+class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
+    """A target did not meet a requirement.
+
+    ``what`` is the one-line reason; ``expected`` and ``seen`` say it in detail; ``repro``
+    is ready-to-run Python for the smallest case that shows it (added by the runner).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        expected: str | None = None,
+        seen: str | None = None,
+        repro: str | None = None,
+        context: str | None = None,
+    ) -> None:
+        self.what = what
+        self.expected = expected
+        self.seen = seen
+        self.repro = repro
+        self.context = context
+        super().__init__(self.render())
+
+    def with_repro(self, repro: str, context: str | None = None) -> CheckFailure:
+        """The same failure, with a reproduction snippet (and where it happened)."""
+        return CheckFailure(
+            self.what,
+            expected=self.expected,
+            seen=self.seen,
+            repro=repro,
+            context=context if context is not None else self.context,
+        )
+
+    def render(self) -> str:
+        """The full message: what, expected, seen, context and reproduction."""
+        lines = [self.what]
+        if self.expected is not None:
+            lines.append(f"expected: {self.expected}")
+        if self.seen is not None:
+            lines.append(f"seen:     {self.seen}")
+        if self.context:
+            lines.append(self.context)
+        if self.repro:
+            lines.append("smallest case, as ready-to-run Python:")
+            lines.extend("    " + line for line in self.repro.splitlines())
+        return "\n".join(lines)
+
+
+class ConformanceWarning(UserWarning):
+    """Emitted for a SHOULD check that failed in a run that is not strict."""
+
+
+class CheckSkipped(Exception):  # noqa: N818  # a verdict, not an error
+    """A check cannot run here (the factory refused the mode, no CUDA device...)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check in one mode: its outcome, a one-line reason and the full details."""
+
+    check_id: str
+    mode: str | None
+    outcome: Outcome
+    reason: str = ""
+    details: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """``CHECK-ID[mode]``, the name pytest shows for this check."""
+        return self.check_id if self.mode is None else f"{self.check_id}[{self.mode}]"
+
+    def with_outcome(self, outcome: Outcome, reason: str | None = None) -> CheckResult:
+        """The same result with another outcome (and reason)."""
+        return replace(self, outcome=outcome, reason=self.reason if reason is None else reason)

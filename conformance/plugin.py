@@ -1,0 +1,455 @@
+"""The pytest plugin: ``pytest --conformance[=MODULE:FACTORY]``.
+
+Installed through the ``pytest11`` entry point, so pytest loads this module in every
+run of every project that has the package installed. Without ``--conformance`` it only
+declares its options and does nothing else; everything heavy is imported when the
+option is given.
+
+With ``--conformance`` pytest runs the suite and nothing else. The suite does not
+collect files: its items are built directly (node IDs such as
+``rtmm-conformance::G5-rows-match-mask[realtime]``), so a project's ``python_files``
+setting, its own ``conformance/`` folder or ``testpaths`` cannot hide or shadow it.
+Positional arguments may be such node IDs, to rerun one check.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from rtmm_protocol.conformance.defaults import (
+    DEFAULT_EXAMPLES,
+    DEFAULT_SEED,
+    DEFAULT_TIMEOUT_S,
+    DTYPE_NAMES,
+    NODE_PREFIX,
+    REFERENCE_MODEL_STATE,
+)
+
+if TYPE_CHECKING:
+    from _pytest._code.code import ExceptionInfo, TerminalRepr
+    from _pytest.terminal import TerminalReporter
+
+    from rtmm_protocol.conformance.outcomes import CheckResult
+    from rtmm_protocol.conformance.report import ConformanceReport
+    from rtmm_protocol.conformance.runner import KindProbe, PlannedCheck, SuiteRunner
+    from rtmm_protocol.conformance.settings import RunSettings
+    from rtmm_protocol.conformance.targets import Factory
+    from rtmm_protocol.conformance.xfail import XfailFile
+
+__all__ = [
+    "ConformanceItem",
+    "pytest_addoption",
+    "pytest_collection",
+    "pytest_configure",
+    "pytest_report_header",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
+]
+
+_STATE = pytest.StashKey["_SuiteSession"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Declare the ``--conformance`` options (the only thing done when they are not used)."""
+    group = parser.getgroup("rtmm-conformance", "rtmm-protocol conformance suite")
+    group.addoption(
+        "--conformance",
+        nargs="?",
+        const=REFERENCE_MODEL_STATE,
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="run the conformance suite against FACTORY(ctx) (a ModelState or a runner-level "
+        "gatherer); without a value, against the bundled reference. Write "
+        "--conformance=MODULE:FACTORY: a bare --conformance takes the next argument",
+    )
+    group.addoption(
+        "--conformance-device",
+        default=None,
+        metavar="DEVICE",
+        help="device to build targets on (default: cuda when available, else cpu)",
+    )
+    group.addoption(
+        "--conformance-dtype",
+        default="float32",
+        choices=DTYPE_NAMES,
+        help="dtype of the state's buffer (default: float32)",
+    )
+    group.addoption(
+        "--conformance-seed",
+        type=int,
+        default=DEFAULT_SEED,
+        metavar="N",
+        help=f"seed of the random batches (default: {DEFAULT_SEED}; printed in the header)",
+    )
+    group.addoption(
+        "--conformance-examples",
+        type=int,
+        default=DEFAULT_EXAMPLES,
+        metavar="N",
+        help=f"random examples per check and mode (default: {DEFAULT_EXAMPLES})",
+    )
+    group.addoption(
+        "--conformance-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"time limit of one check in one mode (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    group.addoption(
+        "--conformance-strict",
+        action="store_true",
+        default=False,
+        help="fail the run on SHOULD failures and stale expected-failure entries",
+    )
+    group.addoption(
+        "--conformance-xfail",
+        default=None,
+        metavar="FILE",
+        help="expected failures: one clause or check ID per line, then the reason",
+    )
+    group.addoption(
+        "--conformance-report",
+        default=None,
+        metavar="PATH",
+        help="write the JSON report to PATH",
+    )
+    group.addoption(
+        "--conformance-version",
+        default=None,
+        metavar="X",
+        help="score against the requirement set of protocol version X (default: current)",
+    )
+
+
+class _SuiteSession:
+    """Per-process state of a conformance run: options, target, runner, collected results."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from rtmm_protocol._version import PROTOCOL_VERSION
+        from rtmm_protocol.conformance.api import make_settings
+        from rtmm_protocol.conformance.targets import FactorySpecError, load_factory
+        from rtmm_protocol.conformance.xfail import parse_xfail_file
+
+        self.config = config
+        self.spec: str = config.getoption("conformance")
+        try:
+            self.settings: RunSettings = make_settings(
+                device=config.getoption("conformance_device"),
+                dtype=config.getoption("conformance_dtype"),
+                seed=config.getoption("conformance_seed"),
+                examples=config.getoption("conformance_examples"),
+                timeout_s=config.getoption("conformance_timeout"),
+                strict=config.getoption("conformance_strict"),
+                version=config.getoption("conformance_version") or PROTOCOL_VERSION,
+            )
+        except (ValueError, RuntimeError) as error:
+            raise pytest.UsageError(f"--conformance options: {error}") from None
+        search = [config.invocation_params.dir, config.rootpath]
+        try:
+            self.factory: Factory = load_factory(self.spec, search)
+        except FactorySpecError as error:
+            raise pytest.UsageError(str(error)) from None
+        xfail_path = config.getoption("conformance_xfail")
+        try:
+            self.xfail: XfailFile | None = (
+                parse_xfail_file(Path(config.invocation_params.dir, xfail_path))
+                if xfail_path
+                else None
+            )
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
+        self.selection = self._node_selection(config)
+        self.records: list[CheckResult] = []
+        self.report: ConformanceReport | None = None
+        self._probe: KindProbe | None = None
+        self._runner: SuiteRunner | None = None
+
+    @staticmethod
+    def _node_selection(config: pytest.Config) -> list[str]:
+        if config.args_source is not pytest.Config.ArgsSource.ARGS:
+            return []  # testpaths or the invocation directory: not the user's choice
+        args = [str(a) for a in config.args]
+        foreign = [a for a in args if a != NODE_PREFIX and not a.startswith(NODE_PREFIX + "::")]
+        if foreign:
+            raise pytest.UsageError(
+                f"with --conformance pytest runs only the conformance suite, but got the "
+                f"path(s) {', '.join(foreign)}. Select checks with -k (for example -k G5) or "
+                f"by node ID ({NODE_PREFIX}::G5-rows-match-mask); run other tests in a "
+                "separate pytest call. If you meant `pytest --conformance PATH`: a bare "
+                "--conformance takes the next argument, so write --conformance=MODULE:FACTORY."
+            )
+        return args
+
+    @property
+    def probe(self) -> KindProbe:
+        """The target's kind, learned by building it once."""
+        if self._probe is None:
+            from rtmm_protocol.conformance.runner import probe_kind
+
+            self._probe = probe_kind(self.factory, self.settings)
+        return self._probe
+
+    @property
+    def runner(self) -> SuiteRunner:
+        """The runner (created on first use: the controller of an xdist run never needs it)."""
+        if self._runner is None:
+            from rtmm_protocol.conformance.runner import SuiteRunner
+
+            self._runner = SuiteRunner(
+                self.factory, self.spec, self.settings, self.probe.kind or "model_state"
+            )
+        return self._runner
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Note each check's outcome (in an xdist controller too: reports carry properties)."""
+        if report.when != "call":
+            return
+        props = {str(entry[0]): str(entry[1]) for entry in report.user_properties}
+        if "check" not in props or "outcome" not in props:
+            return
+        from rtmm_protocol.conformance.outcomes import CheckResult, Outcome
+
+        outcome = Outcome(props["outcome"])
+        details = report.longreprtext if outcome is Outcome.FAILED else props.get("details", "")
+        self.records.append(
+            CheckResult(
+                props["check"],
+                None if props.get("mode", "any") == "any" else props["mode"],
+                outcome,
+                props.get("reason", ""),
+                details,
+                report.duration,
+            )
+        )
+
+    def rerun_hint(self, nodeid: str) -> str:
+        """The command that reruns one check."""
+        parts = ["pytest", f"--conformance={self.spec}"]
+        if self.settings.seed != DEFAULT_SEED:
+            parts.append(f"--conformance-seed={self.settings.seed}")
+        if self.settings.device.type == "cuda":
+            parts.append(f"--conformance-device={self.settings.device}")
+        parts.append(f"'{nodeid}'")
+        return "rerun: " + " ".join(parts)
+
+
+def _session(config: pytest.Config) -> _SuiteSession | None:
+    return config.stash.get(_STATE, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check the options and load the factory (usage errors stop the run here)."""
+    if config.getoption("conformance", None) is None:
+        return
+    state = _SuiteSession(config)
+    config.stash[_STATE] = state
+    config.pluginmanager.register(state, "rtmm-conformance-session")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """The target, seed and versions, so that a pasted log can be reproduced."""
+    state = _session(config)
+    if state is None:
+        return None
+    from rtmm_protocol.conformance.catalog import CHECKS, version_key
+    from rtmm_protocol.conformance.environment import environment_info
+
+    settings = state.settings
+    env = environment_info(settings.device)
+    probe = state.probe
+    kind_name = {"model_state": "ModelState", "gatherer": "MMEmbeddingGatherer"}
+    if probe.kind is None:
+        target = f"{state.spec} (kind unknown: {probe.note})"
+        applies = "all clauses (the basic checks will say what is wrong)"
+    else:
+        target = f"{state.spec} ({kind_name[probe.kind]})"
+        own = sorted({c.clause for c in CHECKS if probe.kind in c.targets}, key=_clause_key)
+        other = sorted({c.clause for c in CHECKS} - set(own), key=_clause_key)
+        applies = ", ".join(own) + (
+            f"; not applicable to a {kind_name[probe.kind]}: {', '.join(other)}" if other else ""
+        )
+    newer = [c.id for c in CHECKS if version_key(c.since) > version_key(settings.version)]
+    lines = [
+        "rtmm-protocol conformance suite",
+        f"  target:   {target}",
+        f"  clauses:  {applies}",
+        f"  seed:     {settings.seed} (--conformance-seed)   examples: {settings.examples}   "
+        f"timeout: {settings.timeout_s:g} s   strict: {'yes' if settings.strict else 'no'}",
+        f"  protocol: {env['protocol']} (scored against the {settings.version} requirement set"
+        + (f"; {len(newer)} newer checks not run" if newer else "")
+        + ")",
+        f"  versions: rtmm-protocol {env['rtmm_protocol']}, torch {env['torch']}, "
+        f"CUDA {env['cuda']}, Python {env['python']}",
+        f"  device:   {env['device']}, dtype {str(settings.dtype).removeprefix('torch.')}",
+    ]
+    return lines
+
+
+def _clause_key(clause: str) -> tuple[int, int]:
+    return ("TGDRE".index(clause[0]), int(clause[1:]))
+
+
+class _SuiteCollector(pytest.Collector):
+    """The suite's one collector; its children are the checks, one per mode."""
+
+    def collect(self) -> list[pytest.Item]:
+        state = _session(self.config)
+        if state is None:
+            return []
+        return [
+            ConformanceItem.from_parent(self, name=planned.label, planned=planned)
+            for planned in state.runner.plan()
+        ]
+
+
+class ConformanceFailedError(Exception):
+    """A check failed; the message is the full explanation, shown without a traceback."""
+
+
+class ConformanceItem(pytest.Item):
+    """One check in one mode."""
+
+    def __init__(self, *, planned: PlannedCheck, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]  # pytest's node keywords
+        self.planned = planned
+        info = planned.impl.info
+        self.user_properties.extend(
+            [
+                ("check", info.id),
+                ("clause", info.clause),
+                ("level", info.level),
+                ("mode", planned.mode or "any"),
+            ]
+        )
+
+    def runtest(self) -> None:
+        """Run the check (or fetch its result) and turn the verdict into pytest's terms."""
+        from rtmm_protocol.conformance.outcomes import ConformanceWarning, Outcome
+        from rtmm_protocol.conformance.runner import judge
+
+        state = _session(self.config)
+        if state is None:
+            raise RuntimeError("the conformance plugin is not configured")
+        impl = self.planned.impl
+        raw = state.runner.run(impl.id, self.planned.mode)
+        entry = state.xfail.entry_for(impl.id, self.planned.mode) if state.xfail else None
+        result = judge(raw, impl.info, strict=state.settings.strict, expected_failure=entry)
+        self.user_properties.extend([("outcome", result.outcome.value), ("reason", result.reason)])
+        if result.outcome is Outcome.WARNING:
+            self.user_properties.append(("details", result.details))
+        outcome = result.outcome
+        if outcome is Outcome.FAILED:
+            raise ConformanceFailedError(
+                f"{result.details or result.reason}\n{state.rerun_hint(self.nodeid)}"
+            )
+        if outcome is Outcome.SKIPPED:
+            pytest.skip(result.reason)
+        if outcome is Outcome.BLOCKED:
+            pytest.skip(result.reason)
+        if outcome is Outcome.XFAILED:
+            pytest.xfail(result.reason)
+        if outcome is Outcome.WARNING:
+            warnings.warn(
+                ConformanceWarning(f"{self.name} (SHOULD): {result.reason}"), stacklevel=1
+            )
+
+    def repr_failure(
+        self, excinfo: ExceptionInfo[BaseException], style: object = None
+    ) -> str | TerminalRepr:
+        """The check's own explanation; a traceback only for errors of the suite itself."""
+        if isinstance(excinfo.value, ConformanceFailedError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        """Where the check is: its module, and its ID as the test name."""
+        import inspect
+
+        source = inspect.getsourcefile(self.planned.impl.run)
+        return Path(source) if source else self.path, None, self.name
+
+
+def pytest_collection(session: pytest.Session) -> bool | None:
+    """Collect the suite instead of files (not in an xdist controller: workers collect)."""
+    state = _session(session.config)
+    if state is None:
+        return None
+    if session.config.pluginmanager.has_plugin("dsession"):
+        return None  # the xdist controller collects nothing; its workers do
+    suite = _SuiteCollector.from_parent(session, name=NODE_PREFIX, nodeid=NODE_PREFIX)
+    items = list(session.genitems(suite))
+    if state.selection:
+        items = [i for i in items if _selected(i.nodeid, state.selection)]
+    session.items = items
+    hook = session.config.hook
+    hook.pytest_collection_modifyitems(session=session, config=session.config, items=items)
+    hook.pytest_collection_finish(session=session)
+    session.testscollected = len(items)
+    return True
+
+
+def _selected(nodeid: str, selection: list[str]) -> bool:
+    return any(
+        nodeid == wanted or wanted == NODE_PREFIX or nodeid.startswith(wanted + "[")
+        for wanted in selection
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Build the report, write the JSON file, and fail strict runs with stale entries."""
+    config = session.config
+    state = _session(config)
+    if state is None or hasattr(config, "workerinput"):
+        return
+    if not state.records:
+        return
+    from rtmm_protocol.conformance.api import settings_summary
+    from rtmm_protocol.conformance.environment import environment_info
+    from rtmm_protocol.conformance.report import ConformanceReport
+
+    records = state.records
+    xfail = state.xfail
+    stale = []
+    unknown = []
+    if xfail is not None:
+        outcomes = [(r.check_id, r.mode, r.outcome.value) for r in records]
+        stale = [f"{e.where}: {e.key} ({e.reason})" for e in xfail.stale(outcomes)]
+        unknown = [f"{e.where}: {e.key}" for e in xfail.unknown()]
+    report = ConformanceReport(
+        target=state.spec,
+        kind=state.probe.kind,
+        settings=settings_summary(state.settings),
+        environment=environment_info(state.settings.device),
+        results=records,
+        strict=state.settings.strict,
+        stale_expected_failures=stale,
+        unknown_expected_failures=unknown,
+        notes=[] if state.probe.kind else [f"target kind unknown: {state.probe.note}"],
+    )
+    state.report = report
+    path = config.getoption("conformance_report")
+    if path:
+        report.write_json(Path(config.invocation_params.dir, path))
+    if state.settings.strict and (stale or unknown) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(
+    terminalreporter: TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """The per-check table and the summary line."""
+    state = _session(config)
+    if state is None or state.report is None:
+        return
+    report = state.report
+    terminalreporter.write_sep("=", "rtmm-protocol conformance")
+    for line in report.table().splitlines():
+        terminalreporter.write_line(line)
+    path = config.getoption("conformance_report")
+    if path:
+        terminalreporter.write_line(f"JSON report: {Path(config.invocation_params.dir, path)}")
+    terminalreporter.write_line(report.summary_line(), bold=True, red=not report.ok)

@@ -1,0 +1,115 @@
+"""A real engine step for the real-path checks: features with encoder inputs, some outputs
+already cached, the rest scheduled for encoding.
+
+Outputs are computed by the context's own toy model, so a state that encodes an item
+and one that finds it cached see the same rows, and the merged embeddings can be
+recomputed eagerly for comparison.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import torch
+
+from rtmm_protocol.conformance.check_run import Built, CheckRun
+from rtmm_protocol.conformance.gather_call import make_batch
+from rtmm_protocol.conformance.instruments import EncoderCallLog
+from rtmm_protocol.conformance.outcomes import CheckFailure
+from rtmm_protocol.conformance.strategies import GatherScenario
+from rtmm_protocol.reference.input_batch import ReferenceInputBatch
+from rtmm_protocol.reference.toy_models import (
+    ToyRealtimeModel,
+    ToyReplaceModel,
+    make_input_features,
+)
+
+__all__ = ["RealStep", "prepare_real_step"]
+
+
+@dataclass
+class RealStep:
+    """A loaded target, its batch, and which items are scheduled for the encoder."""
+
+    built: Built
+    scenario: GatherScenario
+    batch: ReferenceInputBatch
+    model: ToyReplaceModel | ToyRealtimeModel
+    encoder_log: EncoderCallLog
+    #: req_id -> indices into the request's features, as ``get_mm_embeddings`` takes them.
+    scheduled: dict[str, list[int]] = field(default_factory=dict)
+    #: identifier -> the encoder input of the feature (absent for features without data).
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: identifiers of outputs cached before the step.
+    precached: set[str] = field(default_factory=set)
+
+    def get_mm_embeddings(self, run: CheckRun) -> torch.Tensor:
+        """Run the real path once; fail if it raises or returns no tensor."""
+        result = run.call(
+            "get_mm_embeddings",
+            self.built.target.get_mm_embeddings,  # type: ignore[attr-defined]  # a ModelState
+            self.scheduled,
+            self.batch,
+        )
+        if not isinstance(result, torch.Tensor):
+            raise CheckFailure(
+                "get_mm_embeddings did not return a tensor for a multimodal model",
+                expected=f"a tensor of shape ({self.batch.num_tokens_after_padding}, "
+                f"{self.scenario.hidden_size})",
+                seen=type(result).__name__,
+            )
+        return result
+
+
+def _input_seed(seed: int, identifier: str) -> int:
+    return zlib.crc32(f"{seed}:{identifier}".encode())
+
+
+def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool = True) -> RealStep:
+    """Build a target and load ``scenario`` with encoder inputs.
+
+    Features marked cached get their output computed now (and, with ``no_data``, every
+    other one of them loses its ``data``: precomputed outputs); every feature of a
+    batch request is scheduled, so no needed output can be missing.
+    """
+    built = run.build(hidden_size=scenario.hidden_size)
+    model = built.parts.model
+    if not isinstance(model, (ToyReplaceModel, ToyRealtimeModel)):
+        raise TypeError("a real step needs a multimodal model")
+    cache = built.cache
+    step = RealStep(
+        built=built,
+        scenario=scenario,
+        batch=make_batch(scenario, run.device),
+        model=model,
+        encoder_log=built.parts.encoder_log,
+    )
+    batch_ids = set(scenario.req_ids)
+    with cache.paused():
+        for request in (*scenario.requests, *scenario.extra_requests):
+            features = []
+            for position, spec in enumerate(request.features):
+                feature = spec.build()
+                inputs = make_input_features(
+                    _input_seed(run.settings.seed, spec.identifier),
+                    spec.num_embeds,
+                    model.feature_dim,
+                    device=run.device,
+                )
+                feature.data = {"input_features": inputs}
+                if spec.cached:
+                    output = model.embed_multimodal(**feature.data)[0]
+                    cache.encoder_outputs[spec.identifier] = output.to(run.settings.dtype)
+                    step.precached.add(spec.identifier)
+                    if no_data and position % 2 == 1:
+                        feature.data = None
+                if feature.data is not None:
+                    step.inputs[spec.identifier] = inputs
+                features.append(feature)
+            cache.add_request(request.req_id, features)
+            if request.req_id in batch_ids and features:
+                step.scheduled[request.req_id] = list(range(len(features)))
+    step.encoder_log.calls.clear()
+    cache.forget()
+    return step

@@ -1,0 +1,94 @@
+"""The knobs of one conformance run and their defaults, plus the merge tolerances."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rtmm_protocol._version import PROTOCOL_VERSION
+from rtmm_protocol.conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED, DEFAULT_TIMEOUT_S
+
+__all__ = [
+    "DEFAULT_EXAMPLES",
+    "DEFAULT_SEED",
+    "DEFAULT_TIMEOUT_S",
+    "DTYPES",
+    "MERGE_TOLERANCES",
+    "RunSettings",
+    "Tolerance",
+    "default_device",
+    "parse_dtype",
+]
+
+#: dtype names accepted on the command line.
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``torch.testing.assert_close`` tolerances for merged embeddings of one dtype."""
+
+    rtol: float
+    atol: float
+
+
+#: Merged embeddings are compared with these tolerances: the merge does arithmetic in
+#: the state's dtype (the realtime toy adds rows), and a state may order it differently.
+#: The gather itself is compared exactly: its pieces are views of cached rows.
+MERGE_TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(rtol=1e-5, atol=1e-5),
+    torch.float16: Tolerance(rtol=1e-3, atol=1e-3),
+    torch.bfloat16: Tolerance(rtol=1.6e-2, atol=1e-2),
+}
+
+
+def default_device() -> torch.device:
+    """CUDA when available, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    """The dtype named on the command line, or ``ValueError`` listing the choices."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}") from None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Options of a run. ``version`` selects the requirement set the run is scored against."""
+
+    device: torch.device
+    dtype: torch.dtype = torch.float32
+    seed: int = DEFAULT_SEED
+    examples: int = DEFAULT_EXAMPLES
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    strict: bool = False
+    version: str = PROTOCOL_VERSION
+    #: Shrink failing examples to the smallest one (off only where detection is all
+    #: that matters, as in the suite's own self-tests).
+    shrink: bool = True
+    hidden_size: int = 4
+    max_num_tokens: int = 128
+    max_num_reqs: int = 8
+
+    def __post_init__(self) -> None:
+        if self.examples < 0:
+            raise ValueError(f"examples must be >= 0, got {self.examples}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        if self.dtype not in MERGE_TOLERANCES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device is cuda but CUDA is not available")
+
+    @property
+    def tolerance(self) -> Tolerance:
+        """Merge tolerance for this run's dtype."""
+        return MERGE_TOLERANCES[self.dtype]
