@@ -158,6 +158,11 @@ def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
                 f"{shown.page}:{shown.line}: the Output block differs from what the "
                 f"example at line {block.line} prints:\n{printed.getvalue()}"
             )
+    # Forget the modules the page wrote, so that other pages start clean.
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None) or ""
+        if origin.startswith(str(tmp_path)):
+            del sys.modules[name]
     assert ran > 0, f"{page}: every Python block is skipped ({skipped})"
 
 
