@@ -73,12 +73,15 @@ class FeatureTable:
     (``-1`` without ``is_embed``, else where the feature's embed-count prefix sums start
     in ``prefix``), and the object arrays ``identifier`` and ``feature``.
     ``prefix[mask_base + q]`` is the number of embed positions among placeholder
-    indices ``[0, q)``.
+    indices ``[0, q)`` and ``embeds[mask_base + q]`` whether index ``q`` embeds.
     """
 
     def __init__(self, initial_capacity: int = 1024) -> None:
+        #: Bumped whenever entries move (compaction), so remembered entry indices expire.
+        self.generation = 0
         self._allocate(max(int(initial_capacity), 2))
         self.prefix = np.zeros(1024, dtype=np.int64)
+        self.embeds = np.zeros(1024, dtype=np.bool_)
         self._prefix_used = 0
         self._next_key = 1
         self._segments: dict[str, _Segment] = {}
@@ -105,6 +108,7 @@ class FeatureTable:
         # Entry 0: the empty segment's padding.
         self.start_key[0] = self.end_key[0] = _EMPTY_KEY_BASE + _PAD
         self._used = 1
+        self.generation += 1
 
     # ------------------------------------------------------------------ lookups
 
@@ -295,8 +299,11 @@ class FeatureTable:
         base = self._prefix_used
         end = base + prefix.shape[0]
         if end > self.prefix.shape[0]:
-            self.prefix = _grown(self.prefix, max(2 * self.prefix.shape[0], end), 0)  # type: ignore[assignment]
+            size = max(2 * self.prefix.shape[0], end)
+            self.prefix = _grown(self.prefix, size, 0)  # type: ignore[assignment]
+            self.embeds = _grown(self.embeds, size, False)  # type: ignore[assignment]
         self.prefix[base:end] = prefix
+        self.embeds[base : end - 1] = prefix[1:] > prefix[:-1]
         self._prefix_used = end
         return base
 
@@ -324,6 +331,7 @@ class FeatureTable:
         segments = sorted(self._segments.items(), key=lambda item: item[1].base)
         self._allocate(max(1024, 2 * self._live_entries))
         self.prefix = np.zeros(max(1024, old_prefix.shape[0]), dtype=np.int64)
+        self.embeds = np.zeros(self.prefix.shape[0], dtype=np.bool_)
         self._prefix_used = 0
         self._next_key = 1
         for req_id, segment in segments:

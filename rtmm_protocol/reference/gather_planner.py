@@ -5,7 +5,8 @@ matched against every request's features with one ``np.searchsorted`` over the
 :class:`FeatureTable`, the (request, feature) pairs and then the positions are expanded
 with ``np.repeat``, and the cached outputs are looked up with C-level ``map`` calls over
 the pairs that need one. Windows of a single position (realtime decode: one token per
-request) take a shorter route that skips the expansions.
+request) take a shorter route without the expansions. Each numpy call costs about a
+microsecond whatever its size, so the code keeps their number small.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.reference.feature_table import MAX_POSITION, FeatureTable
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
 from rtmm_protocol.reference.output_pool import EncoderOutputPool
+from rtmm_protocol.reference.pool_locator import PoolLocator
 from rtmm_protocol.types import IntArray
 from rtmm_protocol.validation import check_encoder_output
 
@@ -33,14 +35,18 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class _Pairs:
-    """(request, feature) pairs of a batch and the rows each needs, as parallel arrays."""
+    """(request, feature) pairs that need rows, as parallel arrays.
+
+    ``first_slot`` is the slot of the pair's first window position; ``window_start`` and
+    ``window_end`` (placeholder indices, general windows only) bound its positions.
+    """
 
     __slots__ = (
         "feature",
+        "first_slot",
         "request",
         "row_end",
         "row_start",
-        "slot_base",
         "window_end",
         "window_start",
     )
@@ -49,30 +55,29 @@ class _Pairs:
         self,
         request: _I64,
         feature: _I64,
-        window_start: _I64,
-        window_end: _I64,
         row_start: _I64,
         row_end: _I64,
-        slot_base: _I64,
+        first_slot: IntArray,
+        window_start: _I64 | None = None,
+        window_end: _I64 | None = None,
     ) -> None:
         self.request = request  # batch index
         self.feature = feature  # table entry
-        # The window's part of the placeholder, as placeholder indices [start, end).
-        self.window_start = window_start
-        self.window_end = window_end
         self.row_start = row_start  # encoder-output rows used: [row_start, row_end)
         self.row_end = row_end
-        self.slot_base = slot_base  # placeholder index q lands in slot slot_base + q
+        self.first_slot = first_slot
+        self.window_start = window_start
+        self.window_end = window_end
 
-    def take(self, keep: npt.NDArray[np.intp] | npt.NDArray[np.bool_]) -> _Pairs:
+    def take(self, keep: npt.NDArray[np.bool_]) -> _Pairs:
         return _Pairs(
             self.request[keep],
             self.feature[keep],
-            self.window_start[keep],
-            self.window_end[keep],
             self.row_start[keep],
             self.row_end[keep],
-            self.slot_base[keep],
+            self.first_slot[keep],
+            None if self.window_start is None else self.window_start[keep],
+            None if self.window_end is None else self.window_end[keep],
         )
 
 
@@ -80,6 +85,9 @@ class GatherPlanner:
     """Turns a batch into an :class:`MMGatherPlan`, keeping a :class:`FeatureTable` in sync.
 
     One planner serves one encoder cache (its table mirrors that cache's features).
+    ``cursor_min_windows``: from this many single-position windows on, each request's
+    last-found feature is checked first and the batch-wide search runs only for the
+    windows it does not cover (below it, one search is cheaper than the checks).
     """
 
     def __init__(
@@ -89,12 +97,20 @@ class GatherPlanner:
         hidden_size: int,
         dtype: torch.dtype,
         device: torch.device,
+        cursor_min_windows: int = 64,
     ) -> None:
         self.is_realtime = is_realtime
         self.hidden_size = hidden_size
         self.dtype = dtype
         self.device = device
         self.table = FeatureTable()
+        #: Where the table's outputs sit in the pool, remembered across steps.
+        self.locator = PoolLocator()
+        self.cursor_min_windows = cursor_min_windows
+        # Per batch index, the table entry found for the request's last single-position
+        # window: decode windows move one position a step, so it is usually still right.
+        self._cursor = np.zeros(0, dtype=np.int64)
+        self._cursor_generation = -1
 
     def plan(
         self,
@@ -111,114 +127,184 @@ class GatherPlanner:
         pool: EncoderOutputPool | None = None,
         validate: bool = False,
     ) -> MMGatherPlan:
-        """Plan the gather of SPEC §3; raise like the gather would (G7, E2).
+        """Plan the gather of SPEC §3; raise for missing outputs like the gather (G7).
 
-        The arguments are those of ``gather_mm_embeddings``; they are assumed to be
-        consistent (the caller validates them when asked). Nothing passed in is changed.
+        The arguments are those of ``gather_mm_embeddings``, assumed consistent (the
+        caller validates them when asked). Nothing passed in is changed. Output shapes
+        are checked when the plan's rows or pieces are taken, or here when validating.
         """
         num_reqs = len(req_ids)
-        scheduled = num_scheduled_tokens[:num_reqs].astype(np.int64)
-        window_start = num_computed_tokens[:num_reqs].astype(np.int64)
-        window_start += draft_lookahead
-        gathers = scheduled > 0
-        if not self.is_realtime:
-            gathers &= window_start < prefill_lens[:num_reqs]
-        requests = np.flatnonzero(gathers)
-        if requests.shape[0] == 0:
-            return self._empty_plan(int(total_num_scheduled_tokens), pool, encoder_outputs)
-        key_bases = self.table.key_bases(mm_features, req_ids, refresh=validate)[requests]
-        starts = window_start[requests]
-        counts = scheduled[requests]
-        first_slots = query_start_loc[:num_reqs][requests].astype(np.int64)
-        single = int(counts.max()) == 1
+        total = int(total_num_scheduled_tokens)
+        if num_reqs == 0:
+            return self._plan(
+                _empty_pairs(),
+                [],
+                [],
+                np.zeros(total, dtype=np.bool_),
+                _EMPTY,
+                pool,
+                encoder_outputs,
+            )
+        scheduled = num_scheduled_tokens[:num_reqs]
+        starts = np.add(num_computed_tokens[:num_reqs], draft_lookahead, dtype=np.int64)
+        first_slots = query_start_loc[:num_reqs]
+        key_bases = self.table.key_bases(mm_features, req_ids, refresh=validate)
+        single = int(scheduled.max()) <= 1
+        requests: _I64 | None = None  # None: every request gathers
+        if not (single and self.is_realtime and total == num_reqs):
+            gathers = scheduled > 0
+            if not self.is_realtime:
+                gathers &= starts < prefill_lens[:num_reqs]
+            requests = np.flatnonzero(gathers)
+            key_bases, starts, first_slots = (
+                key_bases[requests],
+                starts[requests],
+                first_slots[requests],
+            )
         if single:
-            pairs = self._single_positions(requests, key_bases, starts, first_slots)
+            pairs = self._single_positions(requests, num_reqs, key_bases, starts, first_slots)
         else:
-            pairs = self._windows(requests, key_bases, starts, starts + counts, first_slots)
+            assert requests is not None
+            ends = starts + scheduled[requests]
+            pairs = self._windows(requests, key_bases, starts, ends, first_slots)
         pairs, sources, ids = self._resolve(
-            pairs, encoder_outputs, req_ids, num_computed_tokens, scheduled, validate
+            pairs, encoder_outputs, req_ids, num_computed_tokens, scheduled
         )
+        if validate:
+            self._check_outputs(pairs, sources)
         if single:  # one row per pair
-            slots = pairs.slot_base + pairs.window_start
-            row_piece = np.arange(slots.shape[0], dtype=np.int64)
-            row_index = pairs.row_start
+            slots = pairs.first_slot.astype(np.int64)
+            mask = np.zeros(total, dtype=np.bool_)
+            mask[slots] = True
         else:
-            slots, row_piece, row_index = self._positions(pairs)
-        mask = np.zeros(int(total_num_scheduled_tokens), dtype=np.bool_)
-        mask[slots] = True
+            mask = self._mark(pairs, total)
+            slots = np.flatnonzero(mask)
+        return self._plan(pairs, sources, ids, mask, slots, pool, encoder_outputs)
+
+    def _plan(
+        self,
+        pairs: _Pairs,
+        sources: list[torch.Tensor],
+        ids: list[str],
+        mask: npt.NDArray[np.bool_],
+        slots: _I64,
+        pool: EncoderOutputPool | None,
+        encoder_outputs: Mapping[str, torch.Tensor],
+    ) -> MMGatherPlan:
         return MMGatherPlan(
             is_mm_embed=torch.from_numpy(mask),
             slots=slots,
-            row_piece=row_piece,
-            row_index=row_index,
             sources=sources,
             source_ids=ids,
-            piece_start=pairs.row_start,
-            piece_end=pairs.row_end,
-            features=self.table.feature[pairs.feature],
+            entries=pairs.feature,
+            row_start=pairs.row_start,
+            row_end=pairs.row_end,
+            table=self.table,
             hidden_size=self.hidden_size,
             dtype=self.dtype,
             device=self.device,
             pool=pool,
             live=encoder_outputs,
+            locator=self.locator,
         )
 
     # ------------------------------------------------------------------ pairs
 
     def _single_positions(
-        self, requests: _I64, key_bases: _I64, positions: _I64, first_slots: _I64
+        self,
+        requests: _I64 | None,
+        num_reqs: int,
+        key_bases: _I64,
+        positions: _I64,
+        first_slots: IntArray,
     ) -> _Pairs:
         """Pairs for windows of exactly one position: at most one feature covers it."""
         table = self.table
-        keys = key_bases + np.clip(positions, 0, MAX_POSITION)
-        # The first feature that ends after the position covers it iff it starts at or before.
-        entries = np.searchsorted(table.end_key, keys, side="right")
-        hit = np.flatnonzero(table.start_key[entries] <= keys)
+        keys = key_bases + np.minimum(np.maximum(positions, 0), MAX_POSITION)
+        entries, hit = self._covering(keys, requests, num_reqs)
         entries = entries[hit]
-        index = positions[hit] - table.start[entries]
-        rows = index.copy()
+        # Placeholder index (the output row when there is no is_embed mask).
+        rows = keys[hit] - table.start_key[entries]
+        first_slots = first_slots[hit]
         mask_base = table.mask_base[entries]
-        masked = np.flatnonzero(mask_base >= 0)
-        if masked.shape[0]:
-            at = mask_base[masked] + index[masked]
+        masked = mask_base >= 0
+        if masked.any():
+            at = mask_base[masked] + rows[masked]
+            embeds = np.ones(rows.shape[0], dtype=np.bool_)
+            embeds[masked] = table.prefix[at + 1] > table.prefix[at]
             rows[masked] = table.prefix[at]
-            embeds = np.ones(hit.shape[0], dtype=np.bool_)
-            embeds[masked] = table.prefix[at + 1] > rows[masked]
-            hit, entries, index, rows = hit[embeds], entries[embeds], index[embeds], rows[embeds]
-        return _Pairs(
-            requests[hit], entries, index, index + 1, rows, rows + 1, first_slots[hit] - index
-        )
+            hit[hit] = embeds
+            entries, rows, first_slots = entries[embeds], rows[embeds], first_slots[embeds]
+        batch_index = np.flatnonzero(hit) if requests is None else requests[hit]
+        return _Pairs(batch_index, entries, rows, rows + 1, first_slots)
+
+    def _covering(
+        self, keys: _I64, requests: _I64 | None, num_reqs: int
+    ) -> tuple[_I64, npt.NDArray[np.bool_]]:
+        """Per key, the first entry ending after it, and whether that entry covers it."""
+        table = self.table
+        if keys.shape[0] < self.cursor_min_windows:
+            entries = np.searchsorted(table.end_key, keys, side="right")
+            return entries, table.start_key[entries] <= keys
+        if self._cursor.shape[0] != num_reqs or self._cursor_generation != table.generation:
+            self._cursor = np.zeros(num_reqs, dtype=np.int64)
+            self._cursor_generation = table.generation
+        guess = self._cursor if requests is None else self._cursor[requests]
+        # The entry found last step, or the next one once the position has passed it. A
+        # guess that covers its key is right (features do not overlap); a stale one (the
+        # batch or the table changed) covers nothing, since keys carry the request.
+        guess = guess + (table.end_key[guess] <= keys)
+        hit = (table.start_key[guess] <= keys) & (keys < table.end_key[guess])
+        redo = np.flatnonzero(~hit)
+        if redo.shape[0]:
+            found = np.searchsorted(table.end_key, keys[redo], side="right")
+            guess[redo] = found
+            hit[redo] = table.start_key[found] <= keys[redo]
+        if requests is None:
+            self._cursor = guess
+        else:
+            self._cursor[requests] = guess
+        return guess, hit
 
     def _windows(
-        self, requests: _I64, key_bases: _I64, starts: _I64, ends: _I64, first_slots: _I64
+        self,
+        requests: _I64,
+        key_bases: _I64,
+        starts: _I64,
+        ends: IntArray,
+        first_slots: IntArray,
     ) -> _Pairs:
         """Every (request, feature) pair whose window holds at least one embed position."""
         table = self.table
         first = np.searchsorted(
-            table.end_key, key_bases + np.clip(starts, 0, MAX_POSITION), side="right"
+            table.end_key, key_bases + np.minimum(np.maximum(starts, 0), MAX_POSITION), side="right"
         )
         last = np.searchsorted(
-            table.start_key, key_bases + np.clip(ends, 0, MAX_POSITION + 1), side="left"
+            table.start_key, key_bases + np.minimum(np.maximum(ends, 0), MAX_POSITION + 1)
         )
         counts = np.maximum(last - first, 0)
         num_pairs = int(counts.sum())
         if num_pairs == 0:
-            return _Pairs(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
+            return _empty_pairs()
         owner = np.repeat(np.arange(requests.shape[0]), counts)
         entries = np.arange(num_pairs, dtype=np.int64) + np.repeat(
             first - (np.cumsum(counts) - counts), counts
         )
         feature_start = table.start[entries]
-        lo = np.maximum(starts[owner], feature_start) - feature_start
-        hi = np.minimum(ends[owner], table.end[entries]) - feature_start
-        row_start, row_end = lo.copy(), hi.copy()
+        window_start = np.maximum(starts[owner], feature_start)
+        first_slot = first_slots[owner] + (window_start - starts[owner])
+        window_start -= feature_start
+        window_end = np.minimum(ends[owner], table.end[entries]) - feature_start
+        row_start, row_end = window_start, window_end
         mask_base = table.mask_base[entries]
-        masked = np.flatnonzero(mask_base >= 0)
-        if masked.shape[0]:
-            row_start[masked] = table.prefix[mask_base[masked] + lo[masked]]
-            row_end[masked] = table.prefix[mask_base[masked] + hi[masked]]
-        slot_base = first_slots[owner] + feature_start - starts[owner]
-        pairs = _Pairs(requests[owner], entries, lo, hi, row_start, row_end, slot_base)
+        masked = mask_base >= 0
+        if masked.any():
+            row_start, row_end = window_start.copy(), window_end.copy()
+            row_start[masked] = table.prefix[mask_base[masked] + window_start[masked]]
+            row_end[masked] = table.prefix[mask_base[masked] + window_end[masked]]
+        pairs = _Pairs(
+            requests[owner], entries, row_start, row_end, first_slot, window_start, window_end
+        )
         needed = row_end > row_start
         return pairs if needed.all() else pairs.take(needed)
 
@@ -228,19 +314,18 @@ class GatherPlanner:
         encoder_outputs: Mapping[str, torch.Tensor],
         req_ids: list[str],
         num_computed_tokens: IntArray,
-        scheduled: _I64,
-        validate: bool,
+        scheduled: IntArray,
     ) -> tuple[_Pairs, list[torch.Tensor], list[str]]:
         """Look up the pairs' outputs; drop look-ahead misses, raise for the others (G7)."""
         table = self.table
         ids: list[str] = table.identifier[pairs.feature].tolist()
         sources: list[torch.Tensor | None] = list(map(encoder_outputs.get, ids))
-        found = np.fromiter(
-            map(operator.is_not, sources, itertools.repeat(None)),
-            dtype=np.bool_,
-            count=len(sources),
-        )
-        if not found.all():
+        if not all(map(operator.is_not, sources, itertools.repeat(None))):
+            found = np.fromiter(
+                map(operator.is_not, sources, itertools.repeat(None)),
+                dtype=np.bool_,
+                count=len(sources),
+            )
             missing = np.flatnonzero(~found)
             owners = pairs.request[missing]
             scheduled_end = num_computed_tokens[owners].astype(np.int64) + scheduled[owners]
@@ -253,72 +338,48 @@ class GatherPlanner:
             pairs = pairs.take(found)
             sources = list(itertools.compress(sources, found))
             ids = list(itertools.compress(ids, found))
-        outputs: list[torch.Tensor] = sources  # type: ignore[assignment]  # None removed above
-        self._check_outputs(pairs, outputs, validate)
-        return pairs, outputs, ids
+        return pairs, sources, ids  # type: ignore[return-value]  # no None is left
 
-    def _check_outputs(self, pairs: _Pairs, outputs: list[torch.Tensor], validate: bool) -> None:
-        """Raise ``ValueError`` naming the identifier for an output of the wrong shape (E2).
-
-        Row counts are always compared (a short output would otherwise be sliced
-        short); validation also checks dimensions and hidden size.
-        """
-        suspects: list[int]
-        if validate:
-            suspects = list(range(len(outputs)))
-        else:
-            expected = self.table.num_embeds[pairs.feature]
-            try:
-                rows = np.fromiter(map(len, outputs), dtype=np.int64, count=len(outputs))
-                suspects = np.flatnonzero(rows != expected).tolist()
-            except TypeError:  # a 0-d tensor has no len(): check each one properly
-                suspects = list(range(len(outputs)))
+    def _check_outputs(self, pairs: _Pairs, outputs: list[torch.Tensor]) -> None:
+        """Validation: raise ``ValueError`` naming the identifier for a mis-shaped output."""
         features = self.table.feature
-        hidden_size = self.hidden_size if validate else None
-        for k in suspects:
-            check_encoder_output(features[int(pairs.feature[k])], outputs[k], hidden_size)
+        for entry, output in zip(pairs.feature.tolist(), outputs, strict=True):
+            check_encoder_output(features[entry], output, self.hidden_size)
 
-    # ------------------------------------------------------------------ positions
+    # ------------------------------------------------------------------ mask
 
-    def _positions(self, pairs: _Pairs) -> tuple[_I64, _I64, _I64]:
-        """Expand pairs into their embed positions: slot, pair and output row of each."""
+    def _mark(self, pairs: _Pairs, total: int) -> npt.NDArray[np.bool_]:
+        """The mask over ``total`` slots for pairs of general windows.
+
+        A window without ``is_embed`` mask sets a run of slots: +1 at its first slot,
+        -1 after its last, and a running sum (windows do not overlap) gives the mask with
+        no per-position work. Windows of masked features copy their flags position by
+        position.
+        """
         table = self.table
-        counts = pairs.window_end - pairs.window_start
-        owner = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
-        index = np.arange(owner.shape[0], dtype=np.int64) + np.repeat(
-            pairs.window_start - (np.cumsum(counts) - counts), counts
-        )
-        slots = pairs.slot_base[owner] + index
-        mask_base = table.mask_base[pairs.feature][owner]
-        masked = np.flatnonzero(mask_base >= 0)
-        if masked.shape[0] == 0:
-            return slots, owner, index
-        at = mask_base[masked] + index[masked]
-        rows = index.copy()
-        rows[masked] = table.prefix[at]
-        embeds = np.ones(owner.shape[0], dtype=np.bool_)
-        embeds[masked] = table.prefix[at + 1] > rows[masked]
-        return slots[embeds], owner[embeds], rows[embeds]
+        assert pairs.window_start is not None
+        assert pairs.window_end is not None
+        length = pairs.window_end - pairs.window_start
+        mask_base = table.mask_base[pairs.feature]
+        plain = mask_base < 0
+        first, length_plain = pairs.first_slot, length
+        if not plain.all():
+            first, length_plain = first[plain], length[plain]
+        marks = np.zeros(total + 1, dtype=np.int8)
+        marks[first] = 1
+        marks[first + length_plain] -= 1
+        mask = np.cumsum(marks[:total], dtype=np.int8).view(np.bool_)
+        masked = np.flatnonzero(~plain)
+        if masked.shape[0]:
+            counts = length[masked]
+            offset = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(
+                np.cumsum(counts) - counts, counts
+            )
+            flags = np.repeat(mask_base[masked] + pairs.window_start[masked], counts) + offset
+            slots = np.repeat(pairs.first_slot[masked], counts) + offset
+            mask[slots] = table.embeds[flags]
+        return mask
 
-    def _empty_plan(
-        self,
-        total: int,
-        pool: EncoderOutputPool | None,
-        encoder_outputs: Mapping[str, torch.Tensor],
-    ) -> MMGatherPlan:
-        return MMGatherPlan(
-            is_mm_embed=torch.zeros(total, dtype=torch.bool),
-            slots=_EMPTY,
-            row_piece=_EMPTY,
-            row_index=_EMPTY,
-            sources=[],
-            source_ids=[],
-            piece_start=_EMPTY,
-            piece_end=_EMPTY,
-            features=[],
-            hidden_size=self.hidden_size,
-            dtype=self.dtype,
-            device=self.device,
-            pool=pool,
-            live=encoder_outputs,
-        )
+
+def _empty_pairs() -> _Pairs:
+    return _Pairs(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)

@@ -25,6 +25,7 @@ __all__ = ["EncoderOutputPool"]
 class _Resident:
     start: int
     rows: int
+    serial: int
     #: The tensor this entry stands for: the pool view handed out by :meth:`store`
     #: (``owned``), or the caller's tensor that :meth:`adopt` copied in (a mirror).
     source: torch.Tensor
@@ -65,8 +66,14 @@ class EncoderOutputPool:
         self.storage = torch.zeros(capacity_rows + 1, hidden_size, dtype=dtype, device=self.device)
         self._allocator = RowExtentAllocator(capacity_rows)
         self._residents: dict[str, _Resident] = {}
-        # Per identifier, for lookups done with C-level ``map`` on the hot path.
-        self._start_of: dict[str, int] = {}
+        #: ``owner[start]`` is the serial of the entry whose rows begin at ``start`` (0 when
+        #: none): a remembered ``(start, serial)`` is still valid iff it matches.
+        self.owner = np.zeros(capacity_rows + 1, dtype=np.int64)
+        self._next_serial = 1
+        # Per identifier, for lookups done with C-level ``map`` on the hot path: the
+        # source tensor, and start and row count packed in one int (start * stride + rows).
+        self._stride = capacity_rows + 1
+        self._span_of: dict[str, int] = {}
         self._source_of: dict[str, torch.Tensor] = {}
 
     @property
@@ -122,9 +129,15 @@ class EncoderOutputPool:
             )
         return start
 
-    def _register(self, identifier: str, entry: _Resident) -> None:
+    def _register(
+        self, identifier: str, start: int, rows: int, source: torch.Tensor, *, owned: bool
+    ) -> None:
+        entry = _Resident(start, rows, self._next_serial, source, owned)
+        self._next_serial += 1
+        if rows:
+            self.owner[start] = entry.serial
         self._residents[identifier] = entry
-        self._start_of[identifier] = entry.start
+        self._span_of[identifier] = entry.start * self._stride + entry.rows
         self._source_of[identifier] = entry.source
 
     def store(
@@ -149,7 +162,7 @@ class EncoderOutputPool:
         start = self._place(identifier, rows, keep, live)
         view = self.storage[start : start + rows]
         view.copy_(output)
-        self._register(identifier, _Resident(start, rows, view, owned=True))
+        self._register(identifier, start, rows, view, owned=True)
         return view
 
     def adopt(
@@ -175,7 +188,7 @@ class EncoderOutputPool:
         rows = int(tensor.shape[0])
         start = self._place(identifier, rows, keep, live)
         self.storage[start : start + rows].copy_(tensor)
-        self._register(identifier, _Resident(start, rows, tensor, owned=False))
+        self._register(identifier, start, rows, tensor, owned=False)
         return start
 
     def release(self, identifier: str) -> bool:
@@ -183,8 +196,9 @@ class EncoderOutputPool:
         entry = self._residents.pop(identifier, None)
         if entry is None:
             return False
-        del self._start_of[identifier]
-        del self._source_of[identifier]
+        del self._span_of[identifier], self._source_of[identifier]
+        if entry.rows:
+            self.owner[entry.start] = 0
         self._allocator.release(entry.start, entry.rows)
         return True
 
@@ -216,17 +230,27 @@ class EncoderOutputPool:
 
     def locate(
         self, identifiers: Sequence[str], tensors: Sequence[torch.Tensor]
-    ) -> npt.NDArray[np.int64] | None:
-        """First pool row of each ``(identifier, tensor)``; ``None`` if any is not resident.
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """First pool row and row count of each ``(identifier, tensor)``, or ``None``.
 
-        An entry counts only if it stands for exactly that tensor object (a replaced
-        cache entry is not resident). Runs as C-level maps, no per-item Python code.
+        ``None`` means some pair is not resident: an entry counts only if it stands for
+        exactly that tensor object (a replaced cache entry is not resident). Runs as
+        C-level maps, no per-item Python code.
         """
-        sources = map(self._source_of.get, identifiers)
-        if not all(map(operator.is_, sources, tensors)):
+        if not all(map(operator.is_, map(self._source_of.get, identifiers), tensors)):
             return None
+        spans = np.fromiter(
+            map(self._span_of.__getitem__, identifiers), dtype=np.int64, count=len(identifiers)
+        )
+        return np.divmod(spans, self._stride)
+
+    def serials(self, identifiers: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The serial of each resident identifier (``KeyError`` for one not resident)."""
+        residents = self._residents
         return np.fromiter(
-            map(self._start_of.__getitem__, identifiers), dtype=np.int64, count=len(identifiers)
+            (residents[identifier].serial for identifier in identifiers),
+            dtype=np.int64,
+            count=len(identifiers),
         )
 
     def ensure_resident(
@@ -235,25 +259,32 @@ class EncoderOutputPool:
         tensors: Sequence[torch.Tensor],
         *,
         live: Mapping[str, torch.Tensor] | None = None,
-    ) -> npt.NDArray[np.int64]:
+        keep: Collection[str] = (),
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Like :meth:`locate`, mirroring the tensors that are not resident yet.
 
-        The other identifiers of the call are protected from eviction while it makes
-        room. Raises :class:`PoolCapacityError` if they cannot all be held at once.
+        The identifiers of the call, and those in ``keep``, are protected from eviction
+        while it makes room. Raises :class:`PoolCapacityError` if they cannot all be
+        held at once.
         """
-        starts = self.locate(identifiers, tensors)
-        if starts is not None:
-            return starts
-        keep = set(identifiers)
+        found = self.locate(identifiers, tensors)
+        if found is not None:
+            return found
+        keep = {*identifiers, *keep}
         for identifier, tensor in zip(identifiers, tensors, strict=True):
             self.adopt(identifier, tensor, keep=keep, live=live)
-        return np.fromiter(
-            map(self._start_of.__getitem__, identifiers), dtype=np.int64, count=len(identifiers)
-        )
+        found = self.locate(identifiers, tensors)
+        assert found is not None
+        return found
 
-    def gather(self, pool_rows: torch.Tensor) -> torch.Tensor:
-        """The rows at ``pool_rows`` (int64 indices) as one new tensor: one ``index_select``."""
-        return self.storage.index_select(0, pool_rows)
+    def gather(self, pool_rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The rows at ``pool_rows`` (int64 indices), by one ``index_select``.
+
+        Into ``out`` when given (it must have the right shape, dtype and device).
+        """
+        if out is None:
+            return self.storage.index_select(0, pool_rows)
+        return torch.index_select(self.storage, 0, pool_rows, out=out)
 
     def free_extents(self) -> list[tuple[int, int]]:
         """The free ``(start, rows)`` extents, in increasing order."""

@@ -3,8 +3,8 @@
 Two ways, both reading the pool directly:
 
 * :meth:`PooledRowMerger.scatter_into` copies the gathered rows into the slots of any
-  buffer (an ``index_copy_`` of :meth:`MMGatherPlan.rows`): the other slots keep what
-  they hold, e.g. token embeddings.
+  buffer (:meth:`MMGatherPlan.rows` into a persistent staging buffer, then an
+  ``index_copy_``): the other slots keep what they hold, e.g. token embeddings.
 * :meth:`PooledRowMerger.gather_slot_rows` fills the merger's own slot-aligned buffer in
   **one kernel**: an ``index_select`` from the pool whose index buffer has a fixed
   capacity of ``max_num_tokens`` entries, every slot without a row pointing at the pool's
@@ -51,6 +51,8 @@ class PooledRowMerger:
         self._staging = torch.full(
             (max_num_tokens,), pool.null_row, dtype=torch.int64, pin_memory=on_cuda
         )
+        # Gathered rows on their way to scatter_into's buffer (allocated on first use).
+        self._rows_staging: torch.Tensor | None = None
         self._staged: torch.cuda.Event | None = None
         self._num_tokens = 0
 
@@ -116,7 +118,15 @@ class PooledRowMerger:
                 f"the plan covers {plan.is_mm_embed.shape[0]} slots but the buffer has "
                 f"{buffer.shape[0]} rows"
             )
-        if plan.num_rows == 0:
+        num_rows = plan.num_rows
+        if num_rows == 0:
             return
+        if num_rows > self.max_num_tokens:
+            raise ValueError(
+                f"the plan gathers {num_rows} rows, more than max_num_tokens={self.max_num_tokens}"
+            )
+        if self._rows_staging is None:
+            self._rows_staging = torch.empty_like(self.slot_rows)
+        rows = plan.rows(out=self._rows_staging[:num_rows])
         slots = plan.slots.to(buffer.device, non_blocking=True)
-        buffer.index_copy_(0, slots, plan.rows().to(device=buffer.device, dtype=buffer.dtype))
+        buffer.index_copy_(0, slots, rows.to(device=buffer.device, dtype=buffer.dtype))

@@ -1,0 +1,326 @@
+"""Batches to time: realtime decode, chunked prefill, mixed non-realtime steps, images.
+
+Each builder returns a :class:`Workload`: the features and cached outputs of every
+request, and the batch arrays of a few consecutive steps (decode positions advance by
+one token a step, prefill chunks land elsewhere), so that no path is timed on one
+repeated input. Positions are drawn from a seeded generator: a workload is the same on
+every run. Realtime streams keep only their most recent outputs cached (as a serving
+engine's encoder cache does) and decode at their latest positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
+from rtmm_protocol.reference import PooledEncoderCache
+from rtmm_protocol.types import IntArray
+
+__all__ = [
+    "Workload",
+    "chunked_prefill",
+    "image_prefill",
+    "non_realtime_mixed",
+    "realtime_decode",
+]
+
+#: Realtime streams keep this many recent outputs per request in the encoder cache.
+RECENT_OUTPUTS = 32
+#: Steps per workload; the timed paths cycle through them.
+NUM_STEPS = 8
+
+
+@dataclass
+class Workload:
+    """One gather call's inputs over a cache's worth of requests."""
+
+    name: str
+    kind: str
+    params: dict[str, int]
+    realtime: bool
+    hidden_size: int
+    mm_features: dict[str, list[MultiModalFeature]]
+    encoder_outputs: dict[str, torch.Tensor]
+    req_ids: list[str]
+    num_scheduled_tokens: IntArray
+    #: ``num_computed_tokens`` of each step (the other arrays are the same every step).
+    steps: list[IntArray]
+    prefill_lens: IntArray
+    query_start_loc: IntArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.query_start_loc = np.zeros(len(self.req_ids) + 1, dtype=np.int32)
+        np.cumsum(self.num_scheduled_tokens, out=self.query_start_loc[1:])
+
+    @property
+    def num_tokens(self) -> int:
+        """Scheduled tokens of the step."""
+        return int(self.query_start_loc[-1])
+
+    @property
+    def num_features(self) -> int:
+        """Features registered over all requests."""
+        return sum(len(features) for features in self.mm_features.values())
+
+    def gather_args(
+        self, step: int = 0
+    ) -> tuple[list[str], int, IntArray, IntArray, IntArray, IntArray]:
+        """The positional arguments of ``gather_mm_embeddings`` for a step (look-ahead 0)."""
+        return (
+            self.req_ids,
+            self.num_tokens,
+            self.num_scheduled_tokens,
+            self.query_start_loc,
+            self.prefill_lens,
+            self.steps[step % len(self.steps)],
+        )
+
+    def plain_cache(self) -> EncoderCache:
+        """An encoder cache over this workload's features and outputs."""
+        cache = EncoderCache(self.hidden_size)
+        cache.mm_features.update(self.mm_features)
+        cache.encoder_outputs.update(self.encoder_outputs)
+        return cache
+
+    def pooled_cache(self) -> PooledEncoderCache:
+        """The same, with every output copied into one pool."""
+        rows = sum(int(t.shape[0]) for t in self.encoder_outputs.values())
+        cache = PooledEncoderCache(max(rows, 1), self.hidden_size)
+        cache.mm_features.update(self.mm_features)
+        pool = cache.output_pool
+        for identifier, output in self.encoder_outputs.items():
+            cache.encoder_outputs[identifier] = pool.store(identifier, output)
+        return cache
+
+
+def _output(rows: int, hidden_size: int, seed: int) -> torch.Tensor:
+    return torch.full((rows, hidden_size), float(seed % 9973)) + torch.arange(rows).unsqueeze(1)
+
+
+def realtime_decode(
+    num_requests: int,
+    features_per_request: int,
+    feature_length: int,
+    *,
+    hidden_size: int = 64,
+    seed: int = 0,
+) -> Workload:
+    """Realtime streams decoding one token each, at a position among their newest features.
+
+    ``feature_length`` 8 models audio chunks; 1 models one frame per streaming update
+    (a ten-minute stream holds about 7,500 of them).
+    """
+    rng = np.random.default_rng(seed)
+    prompt = 16
+    # Placeholder ranges are frozen, so requests share one object per offset.
+    ranges = [
+        PlaceholderRange(prompt + k * feature_length, feature_length)
+        for k in range(features_per_request)
+    ]
+    mm_features: dict[str, list[MultiModalFeature]] = {}
+    outputs: dict[str, torch.Tensor] = {}
+    positions = np.empty(num_requests, dtype=np.int32)
+    recent = min(RECENT_OUTPUTS, features_per_request)
+    req_ids = [f"stream-{r:05d}" for r in range(num_requests)]
+    for r, req in enumerate(req_ids):
+        features = [
+            MultiModalFeature(f"{req}-frame{k:05d}", "audio", ranges[k])
+            for k in range(features_per_request)
+        ]
+        mm_features[req] = features
+        for k in range(features_per_request - recent, features_per_request):
+            outputs[features[k].identifier] = _output(feature_length, hidden_size, r * 131 + k)
+        # Start among the cached features, far enough from the end to decode every step.
+        first_cached = prompt + (features_per_request - recent) * feature_length
+        span_end = prompt + features_per_request * feature_length
+        positions[r] = int(rng.integers(first_cached, max(first_cached + 1, span_end - NUM_STEPS)))
+    return Workload(
+        name=(
+            f"realtime decode R={num_requests} F={features_per_request} "
+            f"({feature_length}-position features)"
+        ),
+        kind="realtime-decode",
+        params={
+            "num_requests": num_requests,
+            "features_per_request": features_per_request,
+            "feature_length": feature_length,
+        },
+        realtime=True,
+        hidden_size=hidden_size,
+        mm_features=mm_features,
+        encoder_outputs=outputs,
+        req_ids=req_ids,
+        num_scheduled_tokens=np.ones(num_requests, dtype=np.int32),
+        steps=[positions + step for step in range(NUM_STEPS)],
+        prefill_lens=np.full(num_requests, prompt, dtype=np.int32),
+    )
+
+
+def chunked_prefill(
+    num_requests: int,
+    chunk: int,
+    *,
+    feature_length: int = 8,
+    gap: int = 2,
+    prompt_chunks: int = 8,
+    hidden_size: int = 64,
+    seed: int = 0,
+) -> Workload:
+    """Prompts of audio features (``feature_length`` positions, ``gap`` text tokens
+    between), each request prefilling one ``chunk``-token chunk somewhere in its prompt."""
+    rng = np.random.default_rng(seed)
+    prompt = chunk * prompt_chunks
+    stride = feature_length + gap
+    ranges = [
+        PlaceholderRange(gap + k * stride, feature_length) for k in range((prompt - gap) // stride)
+    ]
+    mm_features: dict[str, list[MultiModalFeature]] = {}
+    outputs: dict[str, torch.Tensor] = {}
+    req_ids = [f"prefill-{r:04d}" for r in range(num_requests)]
+    for r, req in enumerate(req_ids):
+        features = [
+            MultiModalFeature(f"{req}-a{k}", "audio", position) for k, position in enumerate(ranges)
+        ]
+        mm_features[req] = features
+        for k, feature in enumerate(features):
+            outputs[feature.identifier] = _output(feature_length, hidden_size, r * 977 + k)
+    steps = [
+        (chunk * rng.integers(0, prompt_chunks, num_requests)).astype(np.int32)
+        for _ in range(NUM_STEPS)
+    ]
+    return Workload(
+        name=f"chunked prefill {num_requests}x{chunk} tokens ({feature_length}-position audio features)",
+        kind="chunked-prefill",
+        params={"num_requests": num_requests, "chunk": chunk, "feature_length": feature_length},
+        realtime=False,
+        hidden_size=hidden_size,
+        mm_features=mm_features,
+        encoder_outputs=outputs,
+        req_ids=req_ids,
+        num_scheduled_tokens=np.full(num_requests, chunk, dtype=np.int32),
+        steps=steps,
+        prefill_lens=np.full(num_requests, prompt, dtype=np.int32),
+    )
+
+
+_IMAGE_GAP = 16  # text tokens before and between images
+
+
+def _image_requests(
+    req_ids: list[str], num_images: int, image_length: int, row_length: int, hidden_size: int
+) -> tuple[dict[str, list[MultiModalFeature]], dict[str, torch.Tensor], int]:
+    """Prompts of ``num_images`` images each, all outputs cached; and the prompt length.
+
+    Every row of patches ends with a separator position that keeps its token embedding.
+    """
+    mask = torch.ones(image_length, dtype=torch.bool)
+    mask[row_length - 1 :: row_length] = False
+    ranges = [
+        PlaceholderRange(_IMAGE_GAP + k * (image_length + _IMAGE_GAP), image_length, mask)
+        for k in range(num_images)
+    ]
+    mm_features: dict[str, list[MultiModalFeature]] = {}
+    outputs: dict[str, torch.Tensor] = {}
+    for r, req in enumerate(req_ids):
+        features = [MultiModalFeature(f"{req}-img{k}", "image", p) for k, p in enumerate(ranges)]
+        mm_features[req] = features
+        for k, feature in enumerate(features):
+            rows = feature.mm_position.get_num_embeds()
+            outputs[feature.identifier] = _output(rows, hidden_size, r * 31 + k)
+    return mm_features, outputs, _IMAGE_GAP + num_images * (image_length + _IMAGE_GAP)
+
+
+def image_prefill(
+    num_requests: int,
+    chunk: int,
+    *,
+    num_images: int = 4,
+    image_length: int = 1024,
+    row_length: int = 32,
+    hidden_size: int = 64,
+    seed: int = 0,
+) -> Workload:
+    """Prompts of images whose placeholders carry ``is_embed`` masks, prefilled in chunks."""
+    rng = np.random.default_rng(seed)
+    req_ids = [f"image-{r:04d}" for r in range(num_requests)]
+    mm_features, outputs, prompt = _image_requests(
+        req_ids, num_images, image_length, row_length, hidden_size
+    )
+    steps = [
+        rng.integers(0, max(1, prompt - chunk), num_requests).astype(np.int32)
+        for _ in range(NUM_STEPS)
+    ]
+    return Workload(
+        name=f"image prefill {num_requests}x{chunk} tokens ({num_images} masked images of {image_length})",
+        kind="image-prefill",
+        params={
+            "num_requests": num_requests,
+            "chunk": chunk,
+            "num_images": num_images,
+            "image_length": image_length,
+        },
+        realtime=False,
+        hidden_size=hidden_size,
+        mm_features=mm_features,
+        encoder_outputs=outputs,
+        req_ids=req_ids,
+        num_scheduled_tokens=np.full(num_requests, chunk, dtype=np.int32),
+        steps=steps,
+        prefill_lens=np.full(num_requests, prompt, dtype=np.int32),
+    )
+
+
+def non_realtime_mixed(
+    num_prefill: int,
+    num_decode: int,
+    chunk: int,
+    *,
+    num_images: int = 2,
+    image_length: int = 576,
+    hidden_size: int = 64,
+    seed: int = 0,
+) -> Workload:
+    """An ordinary multimodal model's step: a few prompts in prefill, many decoding.
+
+    Decode requests gather nothing (SPEC G2) but still cost the loop a visit each.
+    """
+    rng = np.random.default_rng(seed)
+    req_ids = [f"mixed-{r:04d}" for r in range(num_prefill + num_decode)]
+    scheduled = np.where(np.arange(len(req_ids)) < num_prefill, chunk, 1).astype(np.int32)
+    mm_features, outputs, prompt = _image_requests(
+        req_ids, num_images, image_length, 24, hidden_size
+    )
+    steps = [
+        np.concatenate(
+            [
+                rng.integers(0, max(1, prompt - chunk), num_prefill),
+                prompt + rng.integers(0, 200, num_decode),
+            ]
+        ).astype(np.int32)
+        for _ in range(NUM_STEPS)
+    ]
+    return Workload(
+        name=(
+            f"non-realtime mixed: {num_prefill} prefill x{chunk} + {num_decode} decode "
+            f"({num_images} masked images of {image_length})"
+        ),
+        kind="non-realtime-mixed",
+        params={
+            "num_prefill": num_prefill,
+            "num_decode": num_decode,
+            "chunk": chunk,
+            "num_images": num_images,
+            "image_length": image_length,
+        },
+        realtime=False,
+        hidden_size=hidden_size,
+        mm_features=mm_features,
+        encoder_outputs=outputs,
+        req_ids=req_ids,
+        num_scheduled_tokens=scheduled,
+        steps=steps,
+        prefill_lens=np.full(len(req_ids), prompt, dtype=np.int32),
+    )

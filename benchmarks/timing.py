@@ -1,0 +1,58 @@
+"""Side-by-side timing: every path runs in turn, on the same inputs, in one process."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Mapping
+
+__all__ = ["alternate", "median_us"]
+
+
+def alternate(
+    paths: Mapping[str, Callable[[], object]],
+    *,
+    budget_s: float,
+    min_repeats: int = 5,
+    max_repeats: int = 500,
+    before_round: Callable[[int], None] | None = None,
+) -> dict[str, list[float]]:
+    """Time each path repeatedly, interleaved, rotating which goes first; seconds per call.
+
+    One untimed round warms the paths up; the number of rounds then fits ``budget_s``
+    within ``[min_repeats, max_repeats]``. ``before_round(k)`` runs (untimed) before
+    round ``k``, e.g. to move every path on to the next step's inputs. The garbage
+    collector is paused while timing, as ``timeit`` does, so a collection does not land
+    on one path at random (the paths make no reference cycles to pile up meanwhile).
+    """
+    names = list(paths)
+    if before_round is not None:
+        before_round(0)
+    start = time.perf_counter()
+    for name in names:
+        paths[name]()
+    round_s = max(time.perf_counter() - start, 1e-9)
+    repeats = max(min_repeats, min(max_repeats, int(budget_s / round_s)))
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for repeat in range(repeats):
+            if before_round is not None:
+                before_round(repeat)
+            shift = repeat % len(names)
+            for name in names[shift:] + names[:shift]:
+                fn = paths[name]
+                t0 = time.perf_counter_ns()
+                fn()
+                samples[name].append((time.perf_counter_ns() - t0) * 1e-9)
+    finally:
+        if enabled:
+            gc.enable()
+    return samples
+
+
+def median_us(samples: list[float]) -> float:
+    """The median of ``samples`` (seconds) in microseconds."""
+    return statistics.median(samples) * 1e6
