@@ -56,36 +56,9 @@ def _workloads(quick: bool) -> list[Callable[[], Workload]]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; return 0 when every path agreed with the baseline."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes, correctness only")
-    parser.add_argument("--output", type=Path, help="JSON path (default: benchmarks/results/)")
-    parser.add_argument("--plot", type=Path, help="scaling plot path (default: next to the JSON)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch intra-op threads (default 1: threads that spin against other "
-        "processes on a shared machine make the timings noisy)",
-    )
-    parser.add_argument(
-        "--budget", type=float, help="seconds of timing per workload (default 2, quick 0.05)"
-    )
-    args = parser.parse_args(argv)
-    quick: bool = args.quick
-    torch.set_num_threads(args.threads)
-    budget = args.budget if args.budget is not None else (0.05 if quick else 2.0)
-    output: Path = args.output or RESULTS / ("quick/latest.json" if quick else "latest.json")
-    plot: Path = args.plot or output.with_name(output.stem + "-scaling.png")
-    if args.output is None and not quick:
-        plot = RESULTS / "scaling.png"
-
+def _run(quick: bool, budget: float, plot: Path) -> Report:
+    """Measure everything; write the plot; return the report."""
     started = time.perf_counter()
-    # Long-lived objects (torch's, the workloads') out of the collector's way, so the
-    # collections that run between timings stay short.
-    gc.collect()
-    gc.freeze()
 
     def progress(message: str) -> None:
         print(f"[{time.perf_counter() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
@@ -119,6 +92,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         progress(f"no scaling plot: {why_not}")
     report.elapsed_s = time.perf_counter() - started
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; return 0 when every path agreed with the baseline."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, correctness only")
+    parser.add_argument("--output", type=Path, help="JSON path (default: benchmarks/results/)")
+    parser.add_argument("--plot", type=Path, help="scaling plot path (default: next to the JSON)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: threads that spin against other "
+        "processes on a shared machine make the timings noisy)",
+    )
+    parser.add_argument(
+        "--budget", type=float, help="seconds of timing per workload (default 2, quick 0.05)"
+    )
+    args = parser.parse_args(argv)
+    quick: bool = args.quick
+    torch.set_num_threads(args.threads)
+    budget = args.budget if args.budget is not None else (0.05 if quick else 2.0)
+    output: Path = args.output or RESULTS / ("quick/latest.json" if quick else "latest.json")
+    plot: Path = args.plot or output.with_name(output.stem + "-scaling.png")
+    if args.output is None and not quick:
+        plot = RESULTS / "scaling.png"
+
+    # Long-lived objects (torch's, the workloads') out of the collector's way, so the
+    # collections that run between timings stay short.
+    gc.collect()
+    gc.freeze()
+    try:
+        report = _run(quick, budget, plot)
+    finally:
+        gc.unfreeze()
     report.write_json(output)
     print(report.text())
     print(f"\nresults written to {output}")

@@ -1,0 +1,333 @@
+"""The gather plan against the position-by-position oracle (SPEC §3).
+
+``plan_mm_gather`` is checked on everything a plan exposes: the mask, the slots, the
+rows (from a plain cache, a pooled cache and a pool mirroring a plain cache) and the
+pieces as views. Decode sequences run the same runner step after step, so the
+per-request cursors and the remembered pool locations are exercised as engines use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.cache_snapshot import ArraySnapshot, CacheSnapshot
+from support.gather_check import assert_matches_oracle, model_for
+from support.profiles import example_budget
+
+from rtmm_protocol import EncoderCache, EncoderOutputMissingError
+from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
+from rtmm_protocol.conformance.strategies import (
+    FeatureSpec,
+    GatherScenario,
+    RequestSpec,
+    encoder_output_for,
+    gather_scenarios,
+)
+from rtmm_protocol.reference import (
+    EncoderOutputPool,
+    EncoderRunner,
+    MMGatherPlan,
+    PooledEncoderCache,
+)
+from rtmm_protocol.types import IntArray
+
+_INT_DTYPES = st.sampled_from([np.int32, np.int64])
+
+
+def _runner(
+    scenario: GatherScenario,
+    cache: EncoderCache,
+    realtime: bool,
+    *,
+    validate: bool = False,
+    pool: EncoderOutputPool | None = None,
+    cursors: bool = False,
+) -> EncoderRunner:
+    runner = EncoderRunner(
+        model_for(realtime, scenario.hidden_size),
+        max(1, scenario.num_tokens),
+        scenario.hidden_size,
+        cache,
+        torch.float32,
+        "cpu",
+        validate=validate,
+        output_pool=pool,
+    )
+    if cursors:  # check remembered features from the first window on
+        runner.planner.cursor_min_windows = 0
+    return runner
+
+
+def _output_rows(scenario: GatherScenario) -> int:
+    """Rows of all the scenario's outputs: a pool this size holds every one."""
+    return max(1, sum(f.num_embeds for r in scenario.requests for f in r.features))
+
+
+def _pooled_cache(scenario: GatherScenario) -> PooledEncoderCache:
+    """The scenario in a pooled cache, outputs stored through ``put_encoder_output``."""
+    cache = PooledEncoderCache(_output_rows(scenario), scenario.hidden_size)
+    for request in (*scenario.requests, *scenario.extra_requests):
+        cache.add_request(request.req_id, [f.build() for f in request.features])
+        for spec in request.features:
+            if spec.cached:
+                output = encoder_output_for(spec.identifier, spec.num_embeds, scenario.hidden_size)
+                cache.put_encoder_output(spec.identifier, output)
+    return cache
+
+
+def _expected(
+    cache: EncoderCache,
+    realtime: bool,
+    req_ids: list[str],
+    arrays: Mapping[str, IntArray],
+    lookahead: int,
+) -> OracleResult:
+    return oracle_gather(
+        dict(cache.mm_features),
+        dict(cache.encoder_outputs),
+        is_realtime=realtime,
+        req_ids=req_ids,
+        num_scheduled_tokens=arrays["num_scheduled_tokens"],
+        query_start_loc=arrays["query_start_loc"],
+        prefill_lens=arrays["prefill_lens"],
+        num_computed_tokens=arrays["num_computed_tokens"],
+        draft_lookahead=lookahead,
+    )
+
+
+def _plan(
+    runner: EncoderRunner, req_ids: list[str], arrays: Mapping[str, IntArray], lookahead: int
+) -> MMGatherPlan:
+    return runner.plan_mm_gather(
+        req_ids,
+        int(arrays["num_scheduled_tokens"].sum()),
+        arrays["num_scheduled_tokens"],
+        arrays["query_start_loc"],
+        arrays["prefill_lens"],
+        arrays["num_computed_tokens"],
+        lookahead,
+    )
+
+
+def _check_step(
+    runner: EncoderRunner,
+    realtime: bool,
+    req_ids: list[str],
+    arrays: Mapping[str, IntArray],
+    lookahead: int,
+    hidden_size: int,
+) -> None:
+    """Plan one step and compare every form of it with the oracle."""
+    cache = runner.encoder_cache
+    expected = _expected(cache, realtime, req_ids, arrays, lookahead)
+    if expected.raises:
+        with pytest.raises(EncoderOutputMissingError) as info:
+            _plan(runner, req_ids, arrays, lookahead)
+        assert any(identifier in str(info.value) for identifier, _ in expected.missing)
+        return
+    plan = _plan(runner, req_ids, arrays, lookahead)
+    mask = plan.is_mm_embed
+    assert mask.dtype == torch.bool
+    assert mask.device.type == "cpu"
+    assert plan.slots.dtype == torch.int64
+    assert torch.equal(plan.slots, torch.nonzero(mask).flatten())
+    assert plan.num_rows == len(expected.rows)
+    assert plan.num_pieces == len(expected.pieces)
+    assert_matches_oracle((plan.pieces(), mask), expected, cache.encoder_outputs, hidden_size)
+    rows = plan.rows()
+    assert torch.equal(rows, expected.rows_tensor(cache.encoder_outputs, hidden_size))
+
+
+def _shifted(arrays: Mapping[str, IntArray], step: int) -> dict[str, IntArray]:
+    """The arrays of ``step`` decode steps later: every window moved on by ``step``."""
+    shifted = dict(arrays)
+    shifted["num_computed_tokens"] = arrays["num_computed_tokens"] + step
+    return shifted
+
+
+def _reordered(
+    req_ids: list[str], arrays: Mapping[str, IntArray], order: list[int]
+) -> tuple[list[str], dict[str, IntArray]]:
+    """The same batch with its requests in another order (query_start_loc rebuilt)."""
+    picked = {
+        name: arrays[name][order]
+        for name in ("num_scheduled_tokens", "prefill_lens", "num_computed_tokens")
+    }
+    qsl = np.zeros(len(order) + 1, dtype=arrays["query_start_loc"].dtype)
+    np.cumsum(picked["num_scheduled_tokens"], out=qsl[1:])
+    picked["query_start_loc"] = qsl
+    return [req_ids[i] for i in order], picked
+
+
+@settings(max_examples=example_budget(ci=600, dev=60))
+@given(
+    scenario=gather_scenarios(),
+    realtime=st.booleans(),
+    validate=st.booleans(),
+    int_dtype=_INT_DTYPES,
+)
+def test_plan_matches_oracle(
+    scenario: GatherScenario, realtime: bool, validate: bool, int_dtype: type[np.integer]
+) -> None:
+    cache = scenario.build_cache()
+    runner = _runner(scenario, cache, realtime, validate=validate)
+    arrays = {name: a.astype(int_dtype) for name, a in scenario.arrays().items()}
+    before, cache_before = ArraySnapshot(arrays), CacheSnapshot(cache)
+    _check_step(
+        runner, realtime, scenario.req_ids, arrays, scenario.draft_lookahead, scenario.hidden_size
+    )
+    before.assert_unchanged(arrays)
+    cache_before.assert_unchanged(cache)
+
+
+@settings(max_examples=example_budget(ci=300, dev=40))
+@given(
+    scenario=gather_scenarios(max_requests=6, max_scheduled=1, max_features=6),
+    realtime=st.booleans(),
+    steps=st.integers(2, 8),
+    pooled=st.booleans(),
+)
+def test_decode_steps_with_cursors_match_oracle(
+    scenario: GatherScenario, realtime: bool, steps: int, pooled: bool
+) -> None:
+    """One runner over consecutive decode steps, the batch reordered now and then."""
+    cache: EncoderCache = _pooled_cache(scenario) if pooled else scenario.build_cache()
+    runner = _runner(scenario, cache, realtime, cursors=True)
+    req_ids, arrays = scenario.req_ids, scenario.arrays()
+    for step in range(steps):
+        if step % 3 == 2:  # the same requests in another order: cursors now point elsewhere
+            req_ids, arrays = _reordered(req_ids, arrays, list(reversed(range(len(req_ids)))))
+        _check_step(
+            runner,
+            realtime,
+            req_ids,
+            _shifted(arrays, step),
+            scenario.draft_lookahead,
+            scenario.hidden_size,
+        )
+
+
+@settings(max_examples=example_budget(ci=300, dev=40))
+@given(scenario=gather_scenarios(), realtime=st.booleans())
+def test_pooled_cache_plan_matches_oracle(scenario: GatherScenario, realtime: bool) -> None:
+    cache = _pooled_cache(scenario)
+    runner = _runner(scenario, cache, realtime)
+    assert runner.output_pool is cache.output_pool
+    _check_step(
+        runner,
+        realtime,
+        scenario.req_ids,
+        scenario.arrays(),
+        scenario.draft_lookahead,
+        scenario.hidden_size,
+    )
+
+
+@settings(max_examples=example_budget(ci=300, dev=40))
+@given(scenario=gather_scenarios(), realtime=st.booleans())
+def test_pool_mirroring_a_plain_cache_matches_oracle(
+    scenario: GatherScenario, realtime: bool
+) -> None:
+    """Outputs placed in a plain cache are copied into the pool when rows() needs them."""
+    cache = scenario.build_cache()
+    pool = EncoderOutputPool(_output_rows(scenario), scenario.hidden_size)
+    runner = _runner(scenario, cache, realtime, pool=pool)
+    snapshot = CacheSnapshot(cache)
+    for _ in range(2):  # the second time from the remembered locations
+        _check_step(
+            runner,
+            realtime,
+            scenario.req_ids,
+            scenario.arrays(),
+            scenario.draft_lookahead,
+            scenario.hidden_size,
+        )
+    snapshot.assert_unchanged(cache)
+
+
+def _decode_scenario(num_requests: int, frames: int) -> GatherScenario:
+    """Realtime streams of one-position frames plus an 8-position chunk, decoding."""
+    requests = []
+    for r in range(num_requests):
+        features = [FeatureSpec(f"s{r}f{k}", 4 + k, 1) for k in range(frames)]
+        features.append(FeatureSpec(f"s{r}chunk", 4 + frames + r % 3, 8, cached=True))
+        requests.append(RequestSpec(f"s{r}", 4, 4 + r % 5, 1, tuple(features)))
+    return GatherScenario(requests=tuple(requests), hidden_size=4)
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["plain", "pooled"])
+def test_many_streams_decoding_use_cursors_and_match_oracle(pooled: bool) -> None:
+    """Enough requests for the default cursor path, over steps that cross features."""
+    scenario = _decode_scenario(80, frames=12)
+    cache: EncoderCache = _pooled_cache(scenario) if pooled else scenario.build_cache()
+    runner = _runner(scenario, cache, True)
+    assert len(scenario.requests) >= runner.planner.cursor_min_windows
+    arrays = scenario.arrays()
+    for step in range(16):
+        _check_step(runner, True, scenario.req_ids, _shifted(arrays, step), 0, 4)
+
+
+def test_replaced_output_is_gathered_anew_from_the_mirror() -> None:
+    scenario = GatherScenario(
+        requests=(
+            RequestSpec("a", 0, 4, 1, (FeatureSpec("a0", 4, 1),)),
+            RequestSpec("b", 0, 5, 1, (FeatureSpec("b0", 3, 4),)),
+        )
+    )
+    cache = scenario.build_cache()
+    runner = _runner(scenario, cache, True, pool=EncoderOutputPool(64, 4))
+    arrays = scenario.arrays()
+    first = _plan(runner, scenario.req_ids, arrays, 0).rows()
+    assert first.shape == (2, 4)
+    cache.encoder_outputs["a0"] = torch.full((1, 4), -7.0)
+    second = _plan(runner, scenario.req_ids, arrays, 0).rows()
+    assert torch.equal(second[0], torch.full((4,), -7.0))
+    assert torch.equal(second[1], first[1])
+
+
+def test_rows_into_a_given_buffer() -> None:
+    scenario = _decode_scenario(3, frames=4)
+    runner = _runner(scenario, scenario.build_cache(), True)
+    plan = _plan(runner, scenario.req_ids, scenario.arrays(), 0)
+    out = torch.empty(plan.num_rows, 4)
+    assert plan.rows(out=out) is out
+    assert torch.equal(out, torch.cat(plan.pieces()))
+    with pytest.raises(ValueError, match=r"out must be a contiguous tensor of shape \(3, 4\)"):
+        plan.rows(out=torch.empty(2, 4))
+
+
+def test_pool_rows_need_a_pool() -> None:
+    scenario = _decode_scenario(1, frames=2)
+    plan = _plan(
+        _runner(scenario, scenario.build_cache(), True), scenario.req_ids, scenario.arrays(), 0
+    )
+    with pytest.raises(ValueError, match="no encoder-output pool"):
+        plan.pool_rows()
+
+
+def test_empty_batch_gives_an_empty_plan() -> None:
+    scenario = GatherScenario(requests=())
+    runner = _runner(scenario, scenario.build_cache(), True)
+    plan = _plan(runner, [], scenario.arrays(), 0)
+    assert plan.is_mm_embed.shape == (0,)
+    assert plan.num_rows == plan.num_pieces == 0
+    assert plan.pieces() == []
+    assert plan.rows().shape == (0, 4)
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["plain", "pooled"])
+def test_output_with_too_few_rows_placed_directly_is_never_sliced_short(pooled: bool) -> None:
+    scenario = GatherScenario(requests=(RequestSpec("a", 8, 0, 4, (FeatureSpec("a0", 1, 3),)),))
+    cache: EncoderCache = _pooled_cache(scenario) if pooled else scenario.build_cache()
+    cache.encoder_outputs["a0"] = torch.ones(2, 4)  # bypasses the checked way in
+    plan = _plan(_runner(scenario, cache, False), scenario.req_ids, scenario.arrays(), 0)
+    pattern = r"encoder output of 'a0' has 2 rows but its placeholder has num_embeds=3"
+    with pytest.raises(ValueError, match=pattern):
+        plan.pieces()
+    with pytest.raises(ValueError, match=pattern):
+        plan.rows()
