@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import os
 import re
 import subprocess
@@ -347,3 +348,35 @@ def test_site_has_no_broken_internal_links(built_site: Path) -> None:
             elif anchor and target in pages and anchor not in pages[target].ids:
                 broken.append(f"{page.relative_to(built_site.resolve())}: {href} (no such id)")
     assert broken == []
+
+
+def _benchmark_hook() -> ModuleType:
+    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
+    return _load("rtmm_docs_benchmark_results", DOCS / "_hooks" / "benchmark_results.py")
+
+
+def test_benchmark_figures_prefer_the_newest_full_run(tmp_path: Path) -> None:
+    """A full run wins over a newer quick run; a quick run alone is shown but flagged."""
+    hook = _benchmark_hook()
+    assert hook.choose_results(tmp_path) is None
+    quick = {"mode": "quick", "created": "later", "scenarios": [{"scenario": "s", "plan_x": 1.0}]}
+    (tmp_path / "quick.json").write_text(json.dumps(quick), "utf-8")
+    path, data = hook.choose_results(tmp_path)
+    assert path.name == "quick.json"
+    assert "Not a measurement" in hook.render_results(data, "quick.json")
+    full = {
+        "mode": "full",
+        "machine": {"cpu_count": 16, "torch": "2.13.0"},
+        "scenarios": [{"scenario": "realtime decode R=1024", "loop_us": 9000.0, "plan_x": 61.5}],
+        "scaling_exponents": {"plan_vs_requests": 0.93},
+        "future_section": [{"a": 1}],
+    }
+    (tmp_path / "full.json").write_text(json.dumps(full), "utf-8")
+    os.utime(tmp_path / "full.json", (0, 0))  # older than the quick run, still preferred
+    path, data = hook.choose_results(tmp_path)
+    assert path.name == "full.json"
+    page = hook.render_results(data, "full.json")
+    assert "Not a measurement" not in page
+    assert "| realtime decode R=1024 | 9000 | 61.5 |" in page
+    assert "| plan_vs_requests | 0.93 |" in page
+    assert "### Future section" in page  # sections the hook does not know still show
