@@ -241,6 +241,14 @@ def test_g5_rows_follow_the_is_embed_prefix_count() -> None:
     assert torch.equal(_rows(result), cache.encoder_outputs["a0"][1:3])
 
 
+def test_g5_rows_count_only_the_embed_positions_before_the_window() -> None:
+    # Same mask; window over q=3..5: two embed positions precede it, so rows 2 and 3.
+    scenario = _scenario(RequestSpec("a", 20, 3, 3, (FeatureSpec("a0", 0, 6, (T, F, T, T, F, T)),)))
+    result, cache = _gather(scenario)
+    assert _mask(result) == [T, F, T]
+    assert_view_of(result[0][0], cache.encoder_outputs["a0"], 2, 4)
+
+
 def test_g5_rows_without_a_mask_are_placeholder_indices() -> None:
     scenario = _scenario(RequestSpec("a", 20, 7, 2, (FeatureSpec("a0", 2, 8),)))
     result, cache = _gather(scenario)
