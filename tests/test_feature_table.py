@@ -8,6 +8,9 @@ gather with the oracle.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -154,6 +157,23 @@ def test_removed_and_unknown_requests_get_the_empty_segment() -> None:
     cache.remove_request("a")
     assert _sync(table, cache, "a")[0] == 0
     assert table.segment_of("a") is None
+
+
+def test_dropped_and_moved_segments_let_go_of_their_features() -> None:
+    """Garbage entries must not keep features (and their encoder inputs) alive."""
+    cache = EncoderCache()
+    cache.add_request("a", [_frame("a", 0)])
+    cache.add_request("b", [_frame("b", 0)])
+    table = FeatureTable()
+    _sync(table, cache, "a", "b")
+    gone = weakref.ref(cache.mm_features["a"][0])
+    moved = weakref.ref(cache.mm_features["b"][0])
+    cache.remove_request("a")
+    cache.mm_features["b"] = [_frame("b", 1)]  # replaced: the old segment is garbage
+    _sync(table, cache, "a", "b")
+    gc.collect()
+    assert gone() is None
+    assert moved() is None
 
 
 def test_segments_of_requests_gone_from_the_cache_are_dropped() -> None:

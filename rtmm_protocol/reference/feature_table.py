@@ -118,6 +118,11 @@ class FeatureTable:
         return len(self._segments)
 
     @property
+    def has_masks(self) -> bool:
+        """Whether any entry may have an ``is_embed`` mask (lets callers skip mask work)."""
+        return self._prefix_used > 0
+
+    @property
     def num_entries(self) -> int:
         """Entries in use, garbage from moved or dropped segments included."""
         return self._used
@@ -158,7 +163,7 @@ class FeatureTable:
         """Drop ``req_id``'s segment; the next lookup rebuilds it from its list."""
         segment = self._segments.pop(req_id, None)
         if segment is not None:
-            self._live_entries -= segment.capacity
+            self._release(segment)
             del self._key_base_of[req_id], self._list_of[req_id], self._count_of[req_id]
         self._batch_ids = []  # the batch memo may name the dropped segment
 
@@ -225,7 +230,7 @@ class FeatureTable:
             old = segment
             segment = self._new_segment(req_id, 2 * len(features), features)
             self._copy_entries(old, segment)
-            self._live_entries -= old.capacity
+            self._release(old)
         self._write(segment, tail)
 
     def _new_segment(
@@ -244,6 +249,13 @@ class FeatureTable:
         self._live_entries += capacity
         self._segments[req_id] = segment
         return segment
+
+    def _release(self, segment: _Segment) -> None:
+        """Turn a segment into garbage, dropping its references to features (and their data)."""
+        self._live_entries -= segment.capacity
+        entries = slice(segment.base, segment.base + segment.count)
+        self.identifier[entries] = None
+        self.feature[entries] = None
 
     def _copy_entries(self, old: _Segment, new: _Segment) -> None:
         source = slice(old.base, old.base + old.count)

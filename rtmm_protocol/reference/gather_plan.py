@@ -46,11 +46,13 @@ class MMGatherPlan:
         "_pool",
         "_row_end",
         "_row_start",
+        "_single_rows",
+        "_slots",
+        "_slots_tensor",
         "_source_ids",
         "_sources",
         "_table",
         "is_mm_embed",
-        "slots",
     )
 
     def __init__(
@@ -70,11 +72,12 @@ class MMGatherPlan:
         pool: EncoderOutputPool | None = None,
         live: Mapping[str, torch.Tensor] | None = None,
         locator: PoolLocator | None = None,
+        single_rows: bool = False,
     ) -> None:
         #: SPEC G4: True at the slots that receive an encoder-output row.
         self.is_mm_embed = is_mm_embed
-        #: The True slots of :attr:`is_mm_embed`, increasing (int64, CPU).
-        self.slots = torch.from_numpy(slots)
+        self._slots = slots
+        self._slots_tensor: torch.Tensor | None = None
         self._sources = sources
         self._source_ids = source_ids
         self._entries = entries
@@ -87,11 +90,19 @@ class MMGatherPlan:
         self._pool = pool
         self._live = live
         self._locator = PoolLocator() if locator is None else locator
+        self._single_rows = single_rows  # every piece is one row
+
+    @property
+    def slots(self) -> torch.Tensor:
+        """The True slots of :attr:`is_mm_embed`, increasing (int64, CPU)."""
+        if self._slots_tensor is None:
+            self._slots_tensor = torch.from_numpy(self._slots)
+        return self._slots_tensor
 
     @property
     def num_rows(self) -> int:
         """Rows gathered: the number of True slots."""
-        return int(self.slots.shape[0])
+        return int(self._slots.shape[0])
 
     @property
     def num_pieces(self) -> int:
@@ -138,14 +149,11 @@ class MMGatherPlan:
         pool = self._pool
         if pool is None:
             raise ValueError("this plan has no encoder-output pool; use rows() or pieces()")
-        entries = self._entries
-        starts, rows = self._locator.locate(
-            pool, self._table, entries, self._source_ids, self._sources, self._live
+        starts = self._locator.locate(
+            pool, self._table, self._entries, self._source_ids, self._sources, self._live
         )
-        wrong = np.flatnonzero(rows != self._table.num_embeds[entries])
-        for k in wrong.tolist():  # a mis-shaped output would lend rows of its neighbours
-            feature = self._table.feature[entries[k]]
-            check_encoder_output(feature, self._sources[k], self._hidden_size)
+        if self._single_rows:
+            return starts + self._row_start
         counts = self._row_end - self._row_start
         before = np.cumsum(counts) - counts
         # Row j of piece k is pool row start_k + row_start_k + (j - rows before piece k).
@@ -170,7 +178,9 @@ class MMGatherPlan:
                 )
         pool = self._pool
         if pool is not None:
-            index = torch.from_numpy(self.pool_rows()).to(pool.device, non_blocking=True)
+            index = torch.from_numpy(self.pool_rows())
+            if pool.device.type != "cpu":
+                index = index.to(pool.device, non_blocking=True)
             return pool.gather(index, out=out)
         if not self._sources:
             empty = torch.empty(0, self._hidden_size, dtype=self._dtype, device=self._device)

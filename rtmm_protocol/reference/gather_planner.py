@@ -179,7 +179,9 @@ class GatherPlanner:
         else:
             mask = self._mark(pairs, total)
             slots = np.flatnonzero(mask)
-        return self._plan(pairs, sources, ids, mask, slots, pool, encoder_outputs)
+        return self._plan(
+            pairs, sources, ids, mask, slots, pool, encoder_outputs, single_rows=single
+        )
 
     def _plan(
         self,
@@ -190,6 +192,8 @@ class GatherPlanner:
         slots: _I64,
         pool: EncoderOutputPool | None,
         encoder_outputs: Mapping[str, torch.Tensor],
+        *,
+        single_rows: bool = False,
     ) -> MMGatherPlan:
         return MMGatherPlan(
             is_mm_embed=torch.from_numpy(mask),
@@ -206,6 +210,7 @@ class GatherPlanner:
             pool=pool,
             live=encoder_outputs,
             locator=self.locator,
+            single_rows=single_rows,
         )
 
     # ------------------------------------------------------------------ pairs
@@ -226,15 +231,16 @@ class GatherPlanner:
         # Placeholder index (the output row when there is no is_embed mask).
         rows = keys[hit] - table.start_key[entries]
         first_slots = first_slots[hit]
-        mask_base = table.mask_base[entries]
-        masked = mask_base >= 0
-        if masked.any():
-            at = mask_base[masked] + rows[masked]
-            embeds = np.ones(rows.shape[0], dtype=np.bool_)
-            embeds[masked] = table.prefix[at + 1] > table.prefix[at]
-            rows[masked] = table.prefix[at]
-            hit[hit] = embeds
-            entries, rows, first_slots = entries[embeds], rows[embeds], first_slots[embeds]
+        if table.has_masks:
+            mask_base = table.mask_base[entries]
+            masked = mask_base >= 0
+            if masked.any():
+                at = mask_base[masked] + rows[masked]
+                embeds = np.ones(rows.shape[0], dtype=np.bool_)
+                embeds[masked] = table.embeds[at]
+                rows[masked] = table.prefix[at]
+                hit[hit] = embeds
+                entries, rows, first_slots = entries[embeds], rows[embeds], first_slots[embeds]
         batch_index = np.flatnonzero(hit) if requests is None else requests[hit]
         return _Pairs(batch_index, entries, rows, rows + 1, first_slots)
 
@@ -296,12 +302,13 @@ class GatherPlanner:
         window_start -= feature_start
         window_end = np.minimum(ends[owner], table.end[entries]) - feature_start
         row_start, row_end = window_start, window_end
-        mask_base = table.mask_base[entries]
-        masked = mask_base >= 0
-        if masked.any():
-            row_start, row_end = window_start.copy(), window_end.copy()
-            row_start[masked] = table.prefix[mask_base[masked] + window_start[masked]]
-            row_end[masked] = table.prefix[mask_base[masked] + window_end[masked]]
+        if table.has_masks:
+            mask_base = table.mask_base[entries]
+            masked = mask_base >= 0
+            if masked.any():
+                row_start, row_end = window_start.copy(), window_end.copy()
+                row_start[masked] = table.prefix[mask_base[masked] + window_start[masked]]
+                row_end[masked] = table.prefix[mask_base[masked] + window_end[masked]]
         pairs = _Pairs(
             requests[owner], entries, row_start, row_end, first_slot, window_start, window_end
         )
@@ -360,16 +367,18 @@ class GatherPlanner:
         assert pairs.window_start is not None
         assert pairs.window_end is not None
         length = pairs.window_end - pairs.window_start
-        mask_base = table.mask_base[pairs.feature]
-        plain = mask_base < 0
         first, length_plain = pairs.first_slot, length
-        if not plain.all():
-            first, length_plain = first[plain], length[plain]
+        masked = _EMPTY
+        if table.has_masks:
+            mask_base = table.mask_base[pairs.feature]
+            plain = mask_base < 0
+            if not plain.all():
+                first, length_plain = first[plain], length[plain]
+                masked = np.flatnonzero(~plain)
         marks = np.zeros(total + 1, dtype=np.int8)
         marks[first] = 1
         marks[first + length_plain] -= 1
         mask = np.cumsum(marks[:total], dtype=np.int8).view(np.bool_)
-        masked = np.flatnonzero(~plain)
         if masked.shape[0]:
             counts = length[masked]
             offset = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(

@@ -19,6 +19,7 @@ import torch
 
 from rtmm_protocol.reference.feature_table import FeatureTable
 from rtmm_protocol.reference.output_pool import EncoderOutputPool
+from rtmm_protocol.validation import check_encoder_output
 
 __all__ = ["PoolLocator"]
 
@@ -53,12 +54,15 @@ class PoolLocator:
         identifiers: Sequence[str],
         tensors: Sequence[torch.Tensor],
         live: Mapping[str, torch.Tensor] | None,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """First pool row and row count of each output, mirroring what is not resident.
+    ) -> npt.NDArray[np.int64]:
+        """First pool row of each output, mirroring the outputs not resident yet.
 
         ``entries`` are the features' table entries, parallel to ``identifiers`` and
-        ``tensors``. Raises :class:`PoolCapacityError` when the outputs cannot all be
-        held at once.
+        ``tensors``. An output is checked against its feature when first located (a
+        remembered location was checked then): a row count other than the feature's
+        ``num_embeds`` raises ``ValueError`` naming the identifier, since the rows past
+        a short output belong to its neighbours. Raises :class:`PoolCapacityError` when
+        the outputs cannot all be held at once.
         """
         memo = self._memo_for(pool, table)
         count = len(tensors)
@@ -67,14 +71,17 @@ class PoolLocator:
         valid = (known[:, _TENSOR] == tensor_ids) & (
             pool.owner[known[:, _START]] == known[:, _SERIAL]
         )
-        stale = np.flatnonzero(~valid)
-        if stale.shape[0]:
-            stale_list = stale.tolist()
-            names = [identifiers[k] for k in stale_list]
-            starts, rows = pool.ensure_resident(
-                names, [tensors[k] for k in stale_list], live=live, keep=identifiers
-            )
-            fresh = np.stack([starts, rows, pool.serials(names), tensor_ids[stale]], axis=1)
-            memo[entries[stale]] = fresh
-            known[stale] = fresh
-        return known[:, _START], known[:, _ROWS]
+        if valid.all():
+            return known[:, _START]
+        stale = np.flatnonzero(~valid).tolist()
+        names = [identifiers[k] for k in stale]
+        sources = [tensors[k] for k in stale]
+        starts, rows = pool.ensure_resident(names, sources, live=live, keep=identifiers)
+        stale_entries = entries[stale]
+        for k in np.flatnonzero(rows != table.num_embeds[stale_entries]).tolist():
+            feature = table.feature[stale_entries[k]]
+            check_encoder_output(feature, sources[k], pool.hidden_size)
+        fresh = np.stack([starts, rows, pool.serials(names), tensor_ids[stale]], axis=1)
+        memo[stale_entries] = fresh
+        known[stale] = fresh
+        return known[:, _START]
