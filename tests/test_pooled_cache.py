@@ -387,3 +387,27 @@ def test_pooled_state_of_a_text_model_has_no_pool() -> None:
     state = make_pooled_model_state(_context(ToyTextModel(HIDDEN)))
     assert state.output_pool is None
     assert state.dummy_inputs_embeds(4) is None
+
+
+def test_a_failed_store_keeps_the_earlier_output() -> None:
+    pool = EncoderOutputPool(6, HIDDEN)
+    pool.store("other", _rows(2, 0.0))
+    earlier = pool.store("a", _rows(3, 1.0))
+    with pytest.raises(PoolCapacityError, match=r"'a'.*needs 5 contiguous rows"):
+        pool.store("a", _rows(5, 2.0))
+    located = pool.locate(["a"], [earlier])
+    assert located is not None
+    assert located[0].tolist() == [2]
+    assert torch.equal(earlier, _rows(3, 1.0))
+    assert pool.rows_free == 1
+    assert pool.store("b", _rows(1, 3.0)).shape == (1, HIDDEN)  # the free row is still free
+
+
+def test_allocator_claims_a_specific_free_range() -> None:
+    allocator = RowExtentAllocator(10)
+    allocator.claim(3, 4)
+    assert allocator.free_extents() == [(0, 3), (7, 3)]
+    with pytest.raises(ValueError, match=r"range \[2, 5\) is not free"):
+        allocator.claim(2, 3)
+    allocator.claim(0, 3)
+    assert allocator.free_extents() == [(7, 3)]

@@ -196,7 +196,9 @@ class EncoderRunner:
 def _check_pool(
     pool: EncoderOutputPool, hidden_size: int, dtype: torch.dtype, device: torch.device
 ) -> None:
-    if (pool.hidden_size, pool.dtype, pool.device) != (hidden_size, dtype, device):
+    # "cuda" and "cuda:0" name the same device when the current device is 0.
+    same_device = pool.storage.device == torch.empty(0, device=device).device
+    if (pool.hidden_size, pool.dtype) != (hidden_size, dtype) or not same_device:
         raise ValueError(
             f"output_pool holds rows of hidden_size={pool.hidden_size}, dtype={pool.dtype} on "
             f"{pool.device}, but the runner works with hidden_size={hidden_size}, "

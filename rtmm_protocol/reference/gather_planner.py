@@ -150,11 +150,11 @@ class GatherPlanner:
         first_slots = query_start_loc[:num_reqs]
         key_bases = self.table.key_bases(mm_features, req_ids, refresh=validate)
         single = int(scheduled.max()) <= 1
+        gathers = scheduled > 0
+        if not self.is_realtime:
+            gathers &= starts < prefill_lens[:num_reqs]
         requests: _I64 | None = None  # None: every request gathers
-        if not (single and self.is_realtime and total == num_reqs):
-            gathers = scheduled > 0
-            if not self.is_realtime:
-                gathers &= starts < prefill_lens[:num_reqs]
+        if not (single and gathers.all()):
             requests = np.flatnonzero(gathers)
             key_bases, starts, first_slots = (
                 key_bases[requests],

@@ -150,16 +150,26 @@ class EncoderOutputPool:
     ) -> torch.Tensor:
         """Copy ``output`` into the pool and return the view of its rows.
 
-        Replaces any earlier entry of ``identifier``. When the pool is full, entries
-        that ``live`` (the cache's outputs dict) no longer holds are reclaimed and
-        mirrors evicted, except those named in ``keep``. Raises :class:`PoolCapacityError` (a
-        ``RuntimeError``) naming the identifier, the rows needed and the rows free when
-        the output does not fit.
+        Replaces any earlier entry of ``identifier`` (whose rows may be reused). When
+        the pool is full, entries that ``live`` (the cache's outputs dict) no longer
+        holds are reclaimed and mirrors evicted, except those named in ``keep``. Raises
+        :class:`PoolCapacityError` (a ``RuntimeError``) naming the identifier, the rows
+        needed and the rows free when the output does not fit; the earlier entry then
+        stays as it was.
         """
         self._check_output(identifier, output)
+        earlier = self._residents.get(identifier)
         self.release(identifier)
         rows = int(output.shape[0])
-        start = self._place(identifier, rows, keep, live)
+        try:
+            start = self._place(identifier, rows, keep, live)
+        except PoolCapacityError:
+            if earlier is not None:  # nothing was placed since: its rows are still free
+                self._allocator.claim(earlier.start, earlier.rows)
+                self._register(
+                    identifier, earlier.start, earlier.rows, earlier.source, owned=earlier.owned
+                )
+            raise
         view = self.storage[start : start + rows]
         view.copy_(output)
         self._register(identifier, start, rows, view, owned=True)

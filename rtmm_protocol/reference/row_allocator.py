@@ -105,6 +105,25 @@ class RowExtentAllocator:
             self._lengths.insert(index, rows)
         self._free += rows
 
+    def claim(self, start: int, rows: int) -> None:
+        """Take the specific free range ``[start, start + rows)`` (to undo a release)."""
+        if rows == 0:
+            return
+        index = bisect.bisect_right(self._starts, start) - 1
+        if index < 0 or self._starts[index] + self._lengths[index] < start + rows:
+            raise ValueError(f"range [{start}, {start + rows}) is not free")
+        extent_start, length = self._starts[index], self._lengths[index]
+        del self._starts[index], self._lengths[index]
+        before = start - extent_start
+        after = extent_start + length - (start + rows)
+        if after:
+            self._starts.insert(index, start + rows)
+            self._lengths.insert(index, after)
+        if before:
+            self._starts.insert(index, extent_start)
+            self._lengths.insert(index, before)
+        self._free -= rows
+
     def free_extents(self) -> list[tuple[int, int]]:
         """The free ``(start, rows)`` extents in increasing order (for tests and reports)."""
         return list(zip(self._starts, self._lengths, strict=True))
