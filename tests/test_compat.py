@@ -61,7 +61,7 @@ def test_adapter_equals_the_reference(lookahead: int) -> None:
     scenario = GatherScenario(_SCENARIO.requests, hidden_size=3, draft_lookahead=lookahead)
     adapter, runner = _both(scenario)
     arrays = scenario_arrays(scenario)
-    got = call_runner(adapter, scenario, arrays)  # type: ignore[arg-type]
+    got = call_runner(adapter, scenario, arrays)
     assert_same_result(got, call_runner(runner, scenario, arrays))
 
 
@@ -72,10 +72,10 @@ def test_adapter_shifts_the_window_start_for_the_prefill_check() -> None:
     )
     adapter, _ = _both(scenario)
     arrays = scenario_arrays(scenario)
-    args = (scenario.req_ids, 2, *arrays.values())
-    _, mask = adapter.gather_mm_embeddings(*args)  # type: ignore[arg-type]
+    _, mask = call_runner(adapter, scenario, arrays)
     assert mask.tolist() == [True, True]
-    mm_embeds, mask = adapter.gather_mm_embeddings(*args, draft_lookahead=1)  # type: ignore[arg-type]
+    shifted = GatherScenario(scenario.requests, hidden_size=3, draft_lookahead=1)
+    mm_embeds, mask = call_runner(adapter, shifted, arrays)
     assert mm_embeds == []
     assert mask.tolist() == [False, False]
     legacy = adapter.legacy
@@ -93,7 +93,7 @@ def test_adapter_equals_the_reference_on_random_batches(
     adapter, runner = _both(scenario)
     arrays = scenario_arrays(scenario, int_dtype)
     before = ArraySnapshot(arrays)
-    got = call_runner(adapter, scenario, arrays)  # type: ignore[arg-type]
+    got = call_runner(adapter, scenario, arrays)
     before.assert_unchanged(arrays)
     assert_same_result(got, call_runner(runner, scenario, arrays))
 
@@ -134,7 +134,7 @@ def test_deprecation_warning_is_emitted_once_per_legacy_class() -> None:
 def test_current_gatherer_needs_no_adapter() -> None:
     runner = _both(_SCENARIO)[1]
     with pytest.raises(TypeError, match="no computed_prefill_lens parameter"):
-        adapt_legacy_gatherer(runner)  # type: ignore[arg-type]
+        adapt_legacy_gatherer(runner)
 
 
 def test_object_without_a_gather_method_is_rejected() -> None:
@@ -146,6 +146,4 @@ def test_negative_lookahead_is_rejected() -> None:
     adapter, _ = _both(_SCENARIO)
     arrays = scenario_arrays(_SCENARIO)
     with pytest.raises(ValueError, match="draft_lookahead must be >= 0, got -1"):
-        adapter.gather_mm_embeddings(
-            _SCENARIO.req_ids, _SCENARIO.num_tokens, *arrays.values(), draft_lookahead=-1
-        )  # type: ignore[call-arg]
+        call_runner(adapter, GatherScenario(_SCENARIO.requests, draft_lookahead=-1), arrays)

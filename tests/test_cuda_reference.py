@@ -155,7 +155,7 @@ def test_r4_graph_captured_on_a_dummy_run_replays_real_embeddings(
     weight = torch.randn(HIDDEN, HIDDEN, device=cuda_device, generator=generator)
 
     # Warm up on a side stream, as graph capture requires, then capture on a dummy run.
-    side = torch.cuda.Stream(cuda_device)
+    side = torch.cuda.Stream(cuda_device)  # type: ignore[no-untyped-call]  # untyped in torch
     side.wait_stream(torch.cuda.current_stream(cuda_device))
     with torch.cuda.stream(side):
         for _ in range(3):

@@ -23,7 +23,12 @@ from rtmm_protocol import (
     PlaceholderRange,
 )
 from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
-from rtmm_protocol.reference import EncoderRunner, ReferenceInputBatch, ReferenceModelState
+from rtmm_protocol.reference import (
+    EncoderRunner,
+    ReferenceInputBatch,
+    ReferenceModelState,
+    ToyReplaceModel,
+)
 
 HIDDEN = 3
 
@@ -192,9 +197,8 @@ def test_g3_realtime_decode_gathers_whatever_prefill_len_says() -> None:
 def test_g3_instance_attribute_does_not_make_a_model_realtime() -> None:
     scenario = _scenario(RequestSpec("a", 4, 6, 3, (FeatureSpec("a0", 6, 3),)))
     cache = scenario.build_cache()
-    model = model_for(False, HIDDEN)
-    marked = type(model)(HIDDEN)
-    marked.supports_realtime = True  # type: ignore[attr-defined]
+    marked = ToyReplaceModel(HIDDEN)
+    vars(marked)["supports_realtime"] = True  # an instance attribute, not the class marker
     runner = EncoderRunner(marked, 64, HIDDEN, cache, torch.float32, "cpu")
     result = call_runner(runner, scenario, scenario_arrays(scenario))
     assert _mask(result) == [F, F, F]

@@ -99,7 +99,7 @@ def test_malformed_ranges_raise_value_error_naming_field_and_value(
 
 
 def test_numpy_integers_are_accepted_as_python_ints() -> None:
-    placeholder = PlaceholderRange(np.int64(3), np.int32(2))  # type: ignore[arg-type]
+    placeholder = PlaceholderRange(np.int64(3), np.int32(2))
     assert type(placeholder.offset) is int
     assert type(placeholder.length) is int
     assert placeholder.get_embeds_indices_in_range(0, 2) == (0, 2)

@@ -109,18 +109,18 @@ class CacheSnapshot:
         assert list(dict.keys(cache.encoder_outputs)) == list(self._outputs), (
             "encoder_outputs keys changed"
         )
-        for identifier, before in self._outputs.items():
+        for identifier, was in self._outputs.items():
             output = dict.__getitem__(cache.encoder_outputs, identifier)
-            after = self._output_state(output)
+            now = self._output_state(output)
             where = f"encoder output {identifier!r}"
-            assert after.obj_id == before.obj_id, f"{where} was replaced"
-            assert (after.data_ptr, after.shape, after.stride, after.dtype) == (
-                before.data_ptr,
-                before.shape,
-                before.stride,
-                before.dtype,
+            assert now.obj_id == was.obj_id, f"{where} was replaced"
+            assert (now.data_ptr, now.shape, now.stride, now.dtype) == (
+                was.data_ptr,
+                was.shape,
+                was.stride,
+                was.dtype,
             ), f"{where} changed storage or layout"
-            assert torch.equal(after.values, before.values), f"{where} changed values"
+            assert torch.equal(now.values, was.values), f"{where} changed values"
 
 
 def _assert_same_feature(req_id: str, before: _FeatureState, after: _FeatureState) -> None:

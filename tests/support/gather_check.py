@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from rtmm_protocol import EncoderCache, EncoderOutputMissingError
+from rtmm_protocol import EncoderCache, EncoderOutputMissingError, MultiModalFeature
+from rtmm_protocol.compat import LegacyGathererAdapter
 from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
 from rtmm_protocol.conformance.strategies import GatherScenario
 from rtmm_protocol.reference import (
@@ -58,9 +59,11 @@ def scenario_arrays(
 
 
 def call_runner(
-    runner: EncoderRunner, scenario: GatherScenario, arrays: Mapping[str, np.ndarray]
+    runner: EncoderRunner | LegacyGathererAdapter,
+    scenario: GatherScenario,
+    arrays: Mapping[str, np.ndarray],
 ) -> GatherResult:
-    """Call the runner-level gather the way engines do: every argument positionally."""
+    """Call a runner-level gather the way engines do: every argument positionally."""
     return runner.gather_mm_embeddings(
         scenario.req_ids,
         scenario.num_tokens,
@@ -92,7 +95,7 @@ def assert_view_of(piece: torch.Tensor, output: torch.Tensor, row_start: int, ro
 def assert_matches_oracle(
     result: GatherResult,
     expected: OracleResult,
-    encoder_outputs: Mapping[str, torch.Tensor],
+    encoder_outputs: dict[str, torch.Tensor],
     hidden_size: int,
 ) -> None:
     """Compare a gather result with the oracle: mask, rows, and every piece (G4-G6)."""
@@ -102,7 +105,7 @@ def assert_matches_oracle(
     assert is_mm_embed.device.type == "cpu"
     assert tuple(is_mm_embed.shape) == (len(expected.mask),)
     assert is_mm_embed.tolist() == expected.mask
-    outputs = dict(dict.items(encoder_outputs))  # plain reads, off the read log
+    outputs: dict[str, torch.Tensor] = dict(dict.items(encoder_outputs))  # off the read log
     assert isinstance(mm_embeds, list)
     assert len(mm_embeds) == len(expected.pieces), (
         f"{len(mm_embeds)} pieces, expected {len(expected.pieces)}: {expected.pieces}"
@@ -143,9 +146,12 @@ def identifiers_allowed_to_be_read(scenario: GatherScenario, realtime: bool) -> 
 def _oracle(
     scenario: GatherScenario, cache: EncoderCache, realtime: bool, arrays: Mapping[str, np.ndarray]
 ) -> OracleResult:
+    # Plain dict reads keep the oracle's look-ups off an instrumented cache's read log.
+    features: dict[str, list[MultiModalFeature]] = dict(dict.items(cache.mm_features))
+    outputs: dict[str, torch.Tensor] = dict(dict.items(cache.encoder_outputs))
     return oracle_gather(
-        dict(dict.items(cache.mm_features)),
-        dict(dict.items(cache.encoder_outputs)),
+        features,
+        outputs,
         is_realtime=realtime,
         req_ids=scenario.req_ids,
         num_scheduled_tokens=arrays["num_scheduled_tokens"],
@@ -189,7 +195,7 @@ def check_scenario(
 ) -> None:
     """Run ``scenario`` through the reference and check every gather clause (G1-G10)."""
     cache = scenario.build_cache()
-    outputs = RecordingDict(cache.encoder_outputs)
+    outputs: RecordingDict[str, torch.Tensor] = RecordingDict(cache.encoder_outputs)
     cache.encoder_outputs = outputs
     runner = EncoderRunner(
         model_for(realtime, scenario.hidden_size),

@@ -82,6 +82,11 @@ class MalformedCase:
     corruption: str
 
 
+def _with_field(args: GatherArgs, field: str, value: np.ndarray) -> GatherArgs:
+    changes: dict[str, Any] = {field: value}
+    return replace(args, **changes)
+
+
 def _with_entry(array: np.ndarray, index: int, value: int) -> np.ndarray:
     changed = array.astype(np.int64)
     changed[index] = value
@@ -97,12 +102,12 @@ def _corrupt(draw: st.DrawFn, args: GatherArgs, corruption: str) -> GatherArgs:
         if field == "query_start_loc":  # longer is allowed (engines pad it): only shorter breaks it
             return replace(args, query_start_loc=array[:num_reqs])
         if draw(st.booleans()):
-            return replace(args, **{field: array[:-1]})
+            return _with_field(args, field, array[:-1])
         longer = np.append(array, draw(st.integers(0, 5))).astype(array.dtype)
-        return replace(args, **{field: longer})
+        return _with_field(args, field, longer)
     if corruption == "negative_entry":
         index = draw(st.integers(0, array.size - 1))
-        return replace(args, **{field: _with_entry(array, index, draw(st.integers(-9, -1)))})
+        return _with_field(args, field, _with_entry(array, index, draw(st.integers(-9, -1))))
     if corruption == "query_start_not_zero":
         shifted = args.query_start_loc + draw(st.integers(1, 4))
         return replace(args, query_start_loc=shifted.astype(args.query_start_loc.dtype))
@@ -131,9 +136,9 @@ def _corrupt(draw: st.DrawFn, args: GatherArgs, corruption: str) -> GatherArgs:
         ids[draw(st.integers(0, num_reqs - 1))] = draw(st.sampled_from([7, None, b"a"]))
         return replace(args, req_ids=ids)
     if corruption == "float_array":
-        return replace(args, **{field: array.astype(np.float64)})
+        return _with_field(args, field, array.astype(np.float64))
     if corruption == "two_dimensional":
-        return replace(args, **{field: array.reshape(1, -1)})
+        return _with_field(args, field, array.reshape(1, -1))
     if corruption == "negative_lookahead":
         return replace(args, draft_lookahead=draw(st.integers(-3, -1)))
     raise AssertionError(f"unknown corruption {corruption!r}")
