@@ -13,11 +13,14 @@ from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, Re
 
 __all__ = [
     "ALL_SKIPPED_CASES",
+    "ANY_CASES",
     "LOOKAHEAD_MISS_CASES",
     "MASK_CASES",
     "MISS_CASES",
     "NON_EMBED_MISS_CASES",
     "PIECE_CASES",
+    "PROMPT_STEP_CASES",
+    "DECODE_STEP_CASES",
     "REALTIME_DECODE_CASES",
     "ROW_CASES",
     "SKIP_CASES",
@@ -136,4 +139,32 @@ NON_EMBED_MISS_CASES = (
     _s(_r("a", 20, 6, 2, _f("a0", 2, 6, (_F, _F, _T, _T, _F, _F), cached=False))),
     _s(_r("a", 20, 0, 5, _f("a0", 0, 3, (_F, _F, _F), cached=False), _f("a1", 3, 2))),
     _s(_r("a", 20, 0, 4, _f("a0", 2, 4, (_F, _F, _T, _T), cached=False))),
+)
+
+#: A little of everything (look-ahead, masks, several features, a skip, a miss), for the
+#: checks that hold for any batch: side effects, views, modality, the whole state.
+ANY_CASES = (
+    WINDOW_CASES[1],
+    MASK_CASES[1],
+    PIECE_CASES[0],
+    SKIP_CASES[1],
+    MISS_CASES[1],
+)
+
+#: Real steps in the prompt: outputs cached and to encode, padding (R1, R2).
+PROMPT_STEP_CASES = (
+    _s(
+        _r("a", 12, 0, 6, _f("a0", 1, 3), _f("a1", 4, 2, cached=False)),
+        _r("b", 9, 2, 4, _f("b0", 2, 3, cached=False), _f("b1", 5, 1)),
+        padding=2,
+    ),
+)
+
+#: Real steps in which every request decodes past its prompt, features in the window (R3).
+DECODE_STEP_CASES = (
+    _s(
+        _r("a", 3, 4, 2, _f("a0", 4, 3, cached=False)),
+        _r("b", 2, 5, 1, _f("b0", 3, 4), _f("b1", 7, 2)),
+        padding=1,
+    ),
 )

@@ -18,6 +18,7 @@ from rtmm_protocol.conformance.gather_call import make_batch
 from rtmm_protocol.conformance.instruments import EncoderCallLog
 from rtmm_protocol.conformance.outcomes import CheckFailure
 from rtmm_protocol.conformance.strategies import GatherScenario
+from rtmm_protocol.conformance.timeout import CheckInterrupted
 from rtmm_protocol.reference.input_batch import ReferenceInputBatch
 from rtmm_protocol.reference.toy_models import (
     ToyRealtimeModel,
@@ -43,6 +44,15 @@ class RealStep:
     inputs: dict[str, torch.Tensor] = field(default_factory=dict)
     #: identifiers of outputs cached before the step.
     precached: set[str] = field(default_factory=set)
+
+    def attempt(self) -> tuple[object, BaseException | None]:
+        """Run the real path once; return its result, or the exception it raised."""
+        try:
+            return self.built.target.get_mm_embeddings(self.scheduled, self.batch), None  # type: ignore[attr-defined]
+        except CheckInterrupted:
+            raise
+        except Exception as error:
+            return None, error
 
     def get_mm_embeddings(self, run: CheckRun) -> torch.Tensor:
         """Run the real path once; fail if it raises or returns no tensor."""

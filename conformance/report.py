@@ -84,7 +84,12 @@ class ConformanceReport:
         by_check: dict[str, list[CheckResult]] = {}
         for result in self.results:
             by_check.setdefault(result.check_id, []).append(result)
-        return [aggregate(c, by_check[c.id]) for c in CHECKS if c.id in by_check]
+        order = {"realtime": 0, "non-realtime": 1, "text-only": 2, None: 3}
+        return [
+            aggregate(c, sorted(by_check[c.id], key=lambda r: order.get(r.mode, 4)))
+            for c in CHECKS
+            if c.id in by_check
+        ]
 
     def counts(self) -> Counter[str]:
         """Checks per outcome, with failures split by level."""

@@ -1,0 +1,540 @@
+"""A gallery of deliberately broken targets, each breaking one clause of the contract.
+
+:class:`FaultyGatherer` is a straightforward runner-level gather written for this file
+(independent of the reference's vectorized one), with named *faults* that can be
+switched on one at a time: the realtime flag ignored, the look-ahead ignored in one
+place, slots computed without ``query_start_loc``, ``is_embed`` ignored, copies instead
+of views... :class:`FaultyModelState` does the same for the state-level clauses (the
+dummy buffer, the real path). With no fault, both conform; the gallery tests assert
+that, and that each faulty target fails the check of the clause its fault breaks and
+no check of another clause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rtmm_protocol import EncoderOutputMissingError, MultiModalFeature
+from rtmm_protocol.conformance import ConformanceContext
+from rtmm_protocol.protocols import InputBatch, MultiModalModel
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
+from rtmm_protocol.types import IntArray
+from rtmm_protocol.validation import check_encoder_output, check_feature_list, check_gather_args
+
+__all__ = [
+    "GALLERY",
+    "BrokenTarget",
+    "FaultyGatherer",
+    "FaultyModelState",
+    "LegacyNamedGatherer",
+    "LookaheadDefaultGatherer",
+]
+
+#: Faults of the runner-level gather, by name.
+GATHER_FAULTS = (
+    "realtime-ignored",
+    "all-decode-early-exit",
+    "truthy-realtime-flag",
+    "lookahead-ignored-in-window",
+    "lookahead-ignored-in-skip",
+    "slots-without-query-start-loc",
+    "is-embed-ignored",
+    "off-by-one-embed-rows",
+    "mask-int64",
+    "copies-not-views",
+    "no-modality",
+    "piece-per-position",
+    "raises-at-processed-end",
+    "miss-returns-partial",
+    "non-embed-window-raises",
+    "memoizes-into-cache",
+    "mutates-inputs",
+    "reads-skipped-outputs",
+    "stale-feature-memo",
+    "field-not-named",
+    "accepts-malformed",
+    "wrong-exception-type",
+    "feature-error-without-identifier",
+)
+
+
+class FaultyGatherer(EncoderRunner):
+    """A runner whose gather can have one named fault (``fault=None``: conforming)."""
+
+    def __init__(self, *args: Any, fault: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if fault is not None and fault not in GATHER_FAULTS:
+            raise ValueError(f"unknown gather fault {fault!r}")
+        self.fault = fault
+        self._feature_memo: dict[str, list[MultiModalFeature]] = {}
+        if fault == "truthy-realtime-flag":
+            self.is_realtime = bool(getattr(self.model, "supports_realtime", False))
+        elif fault == "realtime-ignored":
+            self.is_realtime = False
+
+    # ------------------------------------------------------------------ validation
+
+    def _check_batch(self, *args: Any) -> bool:
+        """Validate the arrays; False means "answer with an empty result" (a fault)."""
+        try:
+            check_gather_args(*args, known_req_ids=self.encoder_cache.mm_features)
+        except ValueError as error:
+            if self.fault == "field-not-named":
+                raise ValueError("malformed batch") from None
+            if self.fault == "accepts-malformed":
+                return False
+            if self.fault == "wrong-exception-type":
+                raise IndexError(str(error)) from None
+            raise
+        return True
+
+    def _check_feature(self, check: Callable[[], None]) -> None:
+        try:
+            check()
+        except ValueError:
+            if self.fault == "feature-error-without-identifier":
+                raise ValueError("malformed feature") from None
+            raise
+
+    def _features(self, req_id: str) -> list[MultiModalFeature]:
+        features = list(self.encoder_cache.mm_features.get(req_id, ()))
+        if self.fault == "stale-feature-memo":
+            return self._feature_memo.setdefault(req_id, features)
+        return features
+
+    # ------------------------------------------------------------------ the gather
+
+    def gather_mm_embeddings(
+        self,
+        req_ids: list[str],
+        total_num_scheduled_tokens: int,
+        num_scheduled_tokens: IntArray,
+        query_start_loc: IntArray,
+        prefill_lens: IntArray,
+        num_computed_tokens: IntArray,
+        draft_lookahead: int = 0,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The gather of SPEC §3, position range by position range."""
+        fault = self.fault
+        if self.validate:
+            ok = self._check_batch(
+                req_ids,
+                total_num_scheduled_tokens,
+                num_scheduled_tokens,
+                query_start_loc,
+                prefill_lens,
+                num_computed_tokens,
+                draft_lookahead,
+            )
+            if not ok:
+                return [], torch.zeros(0, dtype=torch.bool)
+        elif draft_lookahead < 0:
+            raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
+        computed = np.array(num_computed_tokens, dtype=np.int64)
+        if fault == "mutates-inputs":
+            num_computed_tokens += draft_lookahead  # the classic: shifting the caller's array
+        mask = np.zeros(int(total_num_scheduled_tokens), dtype=np.bool_)
+        pieces: list[torch.Tensor] = []
+        starts = computed + draft_lookahead
+        decoding = starts >= np.asarray(prefill_lens)
+        if fault == "all-decode-early-exit" and len(req_ids) and bool(decoding.all()):
+            return [], torch.from_numpy(mask)  # kept from before realtime models existed
+        outputs = self.encoder_cache.encoder_outputs
+        if fault == "reads-skipped-outputs":
+            for req_id in req_ids:  # "prefetch" every output of the batch
+                for feature in self._features(req_id):
+                    outputs.get(feature.identifier)
+        for i, req_id in enumerate(req_ids):
+            count = int(num_scheduled_tokens[i])
+            if count == 0:
+                continue
+            start = int(starts[i])
+            if fault == "lookahead-ignored-in-window":
+                start = int(computed[i])
+            skip_from = int(computed[i]) if fault == "lookahead-ignored-in-skip" else int(starts[i])
+            if not self.is_realtime and skip_from >= int(prefill_lens[i]):
+                continue
+            base = 0 if fault == "slots-without-query-start-loc" else int(query_start_loc[i])
+            features = self._features(req_id)
+            if self.validate:
+                self._check_feature(lambda f=features, r=req_id: check_feature_list(r, f))
+            for feature in features:
+                piece = self._gather_feature(
+                    req_id, feature, start, count, int(computed[i]), base, mask
+                )
+                pieces.extend(piece)
+        is_mm_embed = torch.from_numpy(mask)
+        if fault == "mask-int64":
+            is_mm_embed = is_mm_embed.to(torch.int64)
+        return pieces, is_mm_embed
+
+    def _gather_feature(
+        self,
+        req_id: str,
+        feature: MultiModalFeature,
+        start: int,
+        count: int,
+        computed: int,
+        base: int,
+        mask: np.ndarray,
+    ) -> list[torch.Tensor]:
+        fault = self.fault
+        pos = feature.mm_position
+        lo = max(start, pos.offset) - pos.offset
+        hi = min(start + count, pos.offset + pos.length) - pos.offset
+        if hi <= lo:
+            return []
+        row_start, row_end = pos.get_embeds_indices_in_range(lo, hi)
+        if row_start == row_end and fault != "non-embed-window-raises":
+            return []  # only non-embed positions: nothing needed
+        outputs = self.encoder_cache.encoder_outputs
+        output = outputs.get(feature.identifier)
+        if output is None:
+            scheduled_end = computed + count
+            reached_by_lookahead_only = (
+                pos.offset > scheduled_end
+                if fault == "raises-at-processed-end"
+                else pos.offset >= scheduled_end
+            )
+            if reached_by_lookahead_only or fault == "miss-returns-partial":
+                return []
+            raise EncoderOutputMissingError(feature.identifier, req_id)
+        self._check_feature(lambda: check_encoder_output(feature, output, self.hidden_size))
+        if row_start == row_end:
+            return []
+        if fault == "off-by-one-embed-rows" and pos.is_embed is not None:
+            row_start, row_end = row_start + 1, row_end + 1
+        piece = output[row_start:row_end]
+        if fault == "copies-not-views":
+            piece = piece.clone()
+        if fault == "memoizes-into-cache":
+            outputs[f"{feature.identifier}#rows{row_start}"] = piece
+        flags = (
+            np.ones(hi - lo, dtype=np.bool_)
+            if pos.is_embed is None or fault == "is-embed-ignored"
+            else pos.is_embed[lo:hi].cpu().numpy()
+        )
+        first_slot = base + pos.offset + lo - start
+        mask[first_slot : first_slot + hi - lo] = flags
+        parts = (
+            [piece[k : k + 1] for k in range(piece.shape[0])]
+            if fault == "piece-per-position"
+            else [piece]
+        )
+        if fault != "no-modality":
+            for part in parts:
+                part.modality = feature.modality  # type: ignore[attr-defined]
+        return parts
+
+
+class LegacyNamedGatherer(FaultyGatherer):
+    """A gatherer that still calls the argument ``computed_prefill_lens`` (T2)."""
+
+    def gather_mm_embeddings(  # type: ignore[override]
+        self,
+        req_ids: list[str],
+        total_num_scheduled_tokens: int,
+        num_scheduled_tokens: IntArray,
+        query_start_loc: IntArray,
+        prefill_lens: IntArray,
+        computed_prefill_lens: IntArray,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The pre-rename signature."""
+        return super().gather_mm_embeddings(
+            req_ids,
+            total_num_scheduled_tokens,
+            num_scheduled_tokens,
+            query_start_loc,
+            prefill_lens,
+            computed_prefill_lens,
+        )
+
+
+class LookaheadDefaultGatherer(FaultyGatherer):
+    """A gatherer whose ``draft_lookahead`` defaults to 1 instead of 0 (T2)."""
+
+    def gather_mm_embeddings(
+        self,
+        req_ids: list[str],
+        total_num_scheduled_tokens: int,
+        num_scheduled_tokens: IntArray,
+        query_start_loc: IntArray,
+        prefill_lens: IntArray,
+        num_computed_tokens: IntArray,
+        draft_lookahead: int = 1,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The gather, with the wrong default."""
+        return super().gather_mm_embeddings(
+            req_ids,
+            total_num_scheduled_tokens,
+            num_scheduled_tokens,
+            query_start_loc,
+            prefill_lens,
+            num_computed_tokens,
+            draft_lookahead,
+        )
+
+
+#: Faults of the state-level paths, by name.
+STATE_FAULTS = (
+    "hidden-size-wrong",
+    "drops-lookahead",
+    "dummy-reallocates",
+    "separate-real-buffer",
+    "dummy-ignores-size",
+    "text-only-buffer",
+    "dummy-reads-cache",
+    "dummy-encodes-realtime",
+    "oversize-dummy-clamps",
+    "reencodes-cached",
+    "returns-unpadded",
+    "merges-by-replacing",
+    "skips-decode-merge",
+    "oversize-batch-clamps",
+)
+
+
+class FaultyModelState(ReferenceModelState):
+    """The reference state with one named fault in its own paths."""
+
+    def __init__(self, *args: Any, fault: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if fault is not None and fault not in STATE_FAULTS:
+            raise ValueError(f"unknown state fault {fault!r}")
+        self.fault = fault
+        if fault == "hidden-size-wrong":
+            self.hidden_size = self.hidden_size + 1
+        self._text_buffer = None
+        if fault == "text-only-buffer" and self.inputs_embeds is None:
+            self._text_buffer = torch.zeros(
+                self.max_num_tokens, self.hidden_size, dtype=self.dtype, device=self.device
+            )
+        self._other_buffer = (
+            torch.zeros_like(self.inputs_embeds) if self.inputs_embeds is not None else None
+        )
+
+    def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
+        """The dummy view, with this state's fault."""
+        fault = self.fault
+        if fault == "oversize-dummy-clamps":
+            num_tokens = min(max(num_tokens, 0), self.max_num_tokens)
+        if fault == "dummy-reads-cache":
+            list(self.encoder_cache.encoder_outputs.items())  # a "warm-up" of the cache
+        if fault == "dummy-encodes-realtime" and self.is_realtime:
+            feature_dim = int(getattr(self.model, "feature_dim", 8))
+            self.model.embed_multimodal(  # type: ignore[union-attr]
+                input_features=torch.zeros(1, feature_dim, device=self.device)
+            )
+        view = super().dummy_inputs_embeds(num_tokens)
+        if fault == "dummy-reallocates" and view is not None:
+            return torch.zeros(num_tokens, self.hidden_size, dtype=self.dtype, device=self.device)
+        if fault == "text-only-buffer" and self._text_buffer is not None:
+            return self._text_buffer[:num_tokens]
+        if fault == "dummy-ignores-size" and self.inputs_embeds is not None:
+            return self.inputs_embeds
+        return view
+
+    def gather_mm_embeddings(
+        self, input_batch: InputBatch, draft_lookahead: int = 0
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The state-level gather, with this state's fault."""
+        if self.fault == "drops-lookahead":
+            draft_lookahead = 0
+        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+
+    def get_mm_embeddings(
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+    ) -> torch.Tensor | None:
+        """The real path, with this state's fault."""
+        fault = self.fault
+        if fault == "reencodes-cached":
+            self._encode_everything(scheduled_encoder_inputs)
+        too_big = int(input_batch.num_tokens_after_padding) > self.max_num_tokens
+        if fault == "oversize-batch-clamps" and too_big and self.inputs_embeds is not None:
+            return self.inputs_embeds[: self.max_num_tokens]  # "the rest did not fit"
+        result = super().get_mm_embeddings(scheduled_encoder_inputs, input_batch)
+        if result is None:
+            return None
+        if fault in ("merges-by-replacing", "skips-decode-merge"):
+            self._own_merge(input_batch)
+        if fault == "separate-real-buffer" and self._other_buffer is not None:
+            self._other_buffer[: result.shape[0]].copy_(result)
+            return self._other_buffer[: result.shape[0]]
+        if fault == "returns-unpadded":
+            return result[: int(input_batch.num_tokens)]
+        return result
+
+    def _encode_everything(self, scheduled: Mapping[str, Sequence[int]]) -> None:
+        for req_id, indices in scheduled.items():
+            for index in indices:
+                feature = self.encoder_cache.mm_features[req_id][index]
+                if isinstance(feature.data, Mapping):
+                    model: MultiModalModel = self.model  # type: ignore[assignment]
+                    output = model.embed_multimodal(**feature.data)[0].to(self.dtype)
+                    self.encoder_cache.encoder_outputs[feature.identifier] = output
+
+    def _own_merge(self, batch: InputBatch) -> None:
+        """Redo the merge the state's own way instead of the model's (the fault)."""
+        assert self.inputs_embeds is not None
+        n = int(batch.num_tokens)
+        ids = batch.input_ids[:n]
+        merged = self.model.embed_input_ids(ids)
+        decoding = np.asarray(batch.num_computed_tokens_np) >= np.asarray(batch.prefill_len_np)
+        if self.fault == "skips-decode-merge" and len(batch.req_ids) and bool(decoding.all()):
+            pass  # "nothing multimodal happens on decode steps"
+        else:
+            pieces, mask = self.gather_mm_embeddings(batch)
+            if pieces and self.fault == "merges-by-replacing":
+                merged[mask.to(self.device)] = torch.cat(pieces).to(merged.dtype)
+            elif pieces:
+                merged = self.model.embed_input_ids(ids, pieces, mask.to(self.device))
+        self.inputs_embeds[:n].copy_(merged)
+
+
+# ---------------------------------------------------------------------- factories
+
+
+def gatherer(
+    fault: str | None = None, cls: type[FaultyGatherer] = FaultyGatherer
+) -> Callable[[ConformanceContext], object]:
+    """A factory of runner-level targets with ``fault``."""
+
+    def factory(ctx: ConformanceContext) -> object:
+        return cls(
+            ctx.model,  # type: ignore[arg-type]  # the suite's multimodal toy
+            ctx.max_num_tokens,
+            ctx.hidden_size,
+            ctx.encoder_cache,
+            ctx.dtype,
+            ctx.device,
+            validate=ctx.validate,
+            fault=fault,
+        )
+
+    factory.__qualname__ = f"gatherer[{fault}]"
+    return factory
+
+
+def model_state(
+    fault: str | None = None, gather_fault: str | None = None
+) -> Callable[[ConformanceContext], object]:
+    """A factory of states with a state-level ``fault`` (or a gather fault in its runner)."""
+
+    def factory(ctx: ConformanceContext) -> object:
+        state = FaultyModelState(
+            ctx.model,
+            ctx.encoder_cache,
+            hidden_size=ctx.hidden_size,
+            max_num_tokens=ctx.max_num_tokens,
+            dtype=ctx.dtype,
+            device=ctx.device,
+            validate=ctx.validate,
+            fault=fault,
+        )
+        if gather_fault is not None:
+            state.encoder_runner = FaultyGatherer(
+                ctx.model,  # type: ignore[arg-type]  # the suite's multimodal toy
+                ctx.max_num_tokens,
+                ctx.hidden_size,
+                ctx.encoder_cache,
+                ctx.dtype,
+                ctx.device,
+                validate=ctx.validate,
+                fault=gather_fault,
+            )
+        if gather_fault == "truthy-realtime-flag":
+            state.is_realtime = state.encoder_runner.is_realtime
+        return state
+
+    factory.__qualname__ = f"model_state[{fault or gather_fault}]"
+    return factory
+
+
+# ---------------------------------------------------------------------- the gallery
+
+
+@dataclass(frozen=True)
+class BrokenTarget:
+    """A broken target, the clause it breaks and the check that must catch it.
+
+    ``also`` lists other clauses whose checks may fail too, where the contract defines
+    one clause through another (R3 restates G3 for the real path); ``why`` says so.
+    """
+
+    name: str
+    factory: Callable[[ConformanceContext], object]
+    breaks: str
+    check: str
+    also: tuple[str, ...] = ()
+    why: str = ""
+
+
+GALLERY: tuple[BrokenTarget, ...] = (
+    # --- signatures and markers
+    BrokenTarget("hidden_size attribute wrong", model_state("hidden-size-wrong"), "T1", "T1-protocol-members"),
+    BrokenTarget("still named computed_prefill_lens", gatherer(cls=LegacyNamedGatherer), "T2", "T2-no-renamed-parameters"),
+    BrokenTarget("draft_lookahead defaults to 1", gatherer(cls=LookaheadDefaultGatherer), "T2", "T2-signature-matches-protocol"),
+    BrokenTarget("truthy realtime flag accepted", model_state(gather_fault="truthy-realtime-flag"), "T3", "T3-realtime-guard-semantics"),
+    # --- the gather
+    BrokenTarget("realtime flag ignored", gatherer("realtime-ignored"), "G3", "G3-realtime-decode-gathers"),
+    BrokenTarget("all-decode early exit kept for realtime", gatherer("all-decode-early-exit"), "G3", "G3-realtime-decode-gathers"),
+    BrokenTarget("look-ahead ignored in the window", gatherer("lookahead-ignored-in-window"), "G1", "G1-window-slots"),
+    BrokenTarget("look-ahead ignored in the prefill test", gatherer("lookahead-ignored-in-skip"), "G2", "G2-nonrealtime-decode-skipped"),
+    BrokenTarget("slots without query_start_loc", gatherer("slots-without-query-start-loc"), "G1", "G1-window-slots"),
+    BrokenTarget("skipped outputs read", gatherer("reads-skipped-outputs"), "G2", "G2-skipped-outputs-not-read"),
+    BrokenTarget("mask as int64", gatherer("mask-int64"), "G4", "G4-mask-type-shape"),
+    BrokenTarget(
+        "is_embed ignored", gatherer("is-embed-ignored"), "G4", "G4-non-embed-positions-false",
+        also=("G5",), why="marking non-embed slots leaves more True slots than rows (G5)",
+    ),
+    BrokenTarget("off-by-one embed rows", gatherer("off-by-one-embed-rows"), "G5", "G5-rows-match-mask"),
+    BrokenTarget("copies instead of views", gatherer("copies-not-views"), "G6", "G6-pieces-are-views"),
+    BrokenTarget("one piece per position", gatherer("piece-per-position"), "G6", "G6-one-piece-per-feature-window"),
+    BrokenTarget("no modality on pieces", gatherer("no-modality"), "G6", "G6-pieces-carry-modality"),
+    BrokenTarget("raises for a feature at the processed end", gatherer("raises-at-processed-end"), "G7", "G7-lookahead-miss-falls-back"),
+    BrokenTarget("missing output skipped silently", gatherer("miss-returns-partial"), "G7", "G7-missing-output-raises"),
+    BrokenTarget("non-embed window needs its output", gatherer("non-embed-window-raises"), "G7", "G7-non-embed-window-needs-nothing"),
+    BrokenTarget("gather writes into the cache", gatherer("memoizes-into-cache"), "G8", "G8-cache-unchanged"),
+    BrokenTarget("stale per-request memo", gatherer("stale-feature-memo"), "G8", "G8-stateful-life-matches-oracle"),
+    BrokenTarget("input array shifted in place", gatherer("mutates-inputs"), "G9", "G9-inputs-unchanged"),
+    BrokenTarget(
+        "state-level call drops the look-ahead", model_state("drops-lookahead"), "G10", "G10-state-matches-oracle",
+        also=("G1", "G2", "E1"),
+        why="the runner's window, its prefill test and its check of L all lose L",
+    ),
+    # --- dummy runs
+    BrokenTarget("dummy returns the whole buffer", model_state("dummy-ignores-size"), "D1", "D1-dummy-shape-dtype-device"),
+    BrokenTarget("text-only state hands out a buffer", model_state("text-only-buffer"), "D1", "D1-text-only-returns-none"),
+    BrokenTarget(
+        "dummy buffer allocated per call", model_state("dummy-reallocates"), "D2", "D2-dummy-views-share-storage",
+        also=("D4", "R4"), why="on CUDA a fresh buffer is an allocation and a graph reads stale rows",
+    ),
+    BrokenTarget(
+        "real path writes another buffer", model_state("separate-real-buffer"), "D2", "D2-real-path-shares-storage",
+        also=("R4",), why="on CUDA the captured graph reads the dummy buffer",
+    ),
+    BrokenTarget("dummy run reads the cache", model_state("dummy-reads-cache"), "D3", "D3-dummy-no-encoder-no-cache"),
+    BrokenTarget("realtime dummy run encodes", model_state("dummy-encodes-realtime"), "D3", "D3-dummy-no-encoder-no-cache"),
+    BrokenTarget("over-size dummy run clamped", model_state("oversize-dummy-clamps"), "D5", "D5-oversize-raises"),
+    # --- the real path
+    BrokenTarget("cached items encoded again", model_state("reencodes-cached"), "R1", "R1-no-reencode"),
+    BrokenTarget("unpadded result", model_state("returns-unpadded"), "R2", "R2-returns-padded-buffer-slice"),
+    BrokenTarget(
+        "state replaces rows itself", model_state("merges-by-replacing"), "R2", "R2-merged-rows-match-eager",
+        also=("R3",), why="a realtime decode step merges the same wrong way",
+    ),
+    BrokenTarget("decode steps skip the merge", model_state("skips-decode-merge"), "R3", "R3-decode-steps"),
+    # --- bad input
+    BrokenTarget("malformed batch answered", gatherer("accepts-malformed"), "E1", "E1-malformed-batch-rejected"),
+    BrokenTarget("batch error without the field", gatherer("field-not-named"), "E1", "E1-error-names-field"),
+    BrokenTarget("feature error without the identifier", gatherer("feature-error-without-identifier"), "E2", "E2-malformed-feature-rejected"),
+    BrokenTarget("IndexError for bad input", gatherer("wrong-exception-type"), "E3", "E3-bad-input-clean-errors"),
+    BrokenTarget("over-size batch clamped", model_state("oversize-batch-clamps"), "E3", "E3-no-silent-truncation"),
+)  # fmt: skip

@@ -1,0 +1,102 @@
+"""The suite catches each deliberately broken target by the clause it breaks, and only that.
+
+Every gallery entry runs the whole suite (minus the cross-cutting checks, which any
+gather fault fails by design) on the hand-placed cases, and the designated check also on
+random examples. Detection rests on the hand-placed cases, so it does not depend on
+what the random examples happen to hit.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from suite.gallery import GALLERY, BrokenTarget, gatherer, model_state
+
+from rtmm_protocol.conformance.api import check_model_state
+from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
+from rtmm_protocol.conformance.outcomes import Outcome
+from rtmm_protocol.conformance.registry import implementations
+
+#: Random examples per check in gallery runs (the hand-placed cases always run).
+GALLERY_EXAMPLES = 3
+
+_FAILING = (Outcome.FAILED, Outcome.WARNING)
+
+
+def _clause_checks() -> list[str]:
+    return [c for c, impl in implementations().items() if not impl.cross_cutting]
+
+
+@pytest.mark.parametrize("entry", GALLERY, ids=[e.name.replace(" ", "-") for e in GALLERY])
+def test_broken_target_fails_the_check_of_its_clause(entry: BrokenTarget) -> None:
+    designated = check_model_state(
+        entry.factory, device="cpu", examples=GALLERY_EXAMPLES, shrink=False, checks=[entry.check]
+    )
+    caught = {r.outcome for r in designated.results} & set(_FAILING)
+    assert caught, f"{entry.name} was not caught:\n{designated.table()}"
+    report = check_model_state(entry.factory, device="cpu", examples=0, checks=_clause_checks())
+    failing = {r.check_id for r in report.results if r.outcome in _FAILING}
+    assert entry.check in failing or entry.check not in _clause_checks(), report.table()
+    allowed = {entry.breaks, *entry.also}
+    stray = sorted(c for c in failing if CHECKS_BY_ID[c].clause not in allowed)
+    assert not stray, f"{entry.name} also failed checks of other clauses:\n{report.table()}"
+
+
+def test_designated_failures_have_the_checks_level() -> None:
+    """A SHOULD check that catches its fault reports a warning, a MUST check a failure."""
+    entry = next(e for e in GALLERY if e.check == "G6-pieces-carry-modality")
+    report = check_model_state(
+        entry.factory, device="cpu", examples=0, checks=["G6-pieces-carry-modality"]
+    )
+    assert {r.outcome for r in report.results} == {Outcome.WARNING}
+    assert report.ok
+    strict = check_model_state(
+        entry.factory, device="cpu", examples=0, strict=True, checks=[entry.check]
+    )
+    assert {r.outcome for r in strict.results} == {Outcome.FAILED}
+    assert not strict.ok
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [gatherer(), model_state(), model_state(gather_fault=None)],
+    ids=["gatherer", "state", "state-reference-runner"],
+)
+def test_fault_free_gallery_targets_conform(factory: object) -> None:
+    report = check_model_state(factory, device="cpu", examples=GALLERY_EXAMPLES)  # type: ignore[arg-type]
+    assert report.ok, report.table()
+    assert {r.outcome for r in report.results} <= {Outcome.PASSED, Outcome.SKIPPED}
+
+
+def test_every_clause_has_a_gallery_entry() -> None:
+    caught = {e.breaks for e in GALLERY} | {e.breaks for e in CUDA_GALLERY}
+    assert {c.clause for c in CHECKS} <= caught
+    should_checks = {c.id for c in CHECKS if c.level == "SHOULD"}
+    assert should_checks <= {e.check for e in GALLERY}
+
+
+#: Faults only a CUDA device shows: allocation statistics and graph replay.
+CUDA_GALLERY = (
+    BrokenTarget(
+        "dummy buffer allocated per call",
+        model_state("dummy-reallocates"),
+        "D4",
+        "D4-dummy-no-allocation",
+    ),
+    BrokenTarget(
+        "real path writes another buffer",
+        model_state("separate-real-buffer"),
+        "R4",
+        "R4-cuda-graph-replay-matches-eager",
+    ),
+)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+@pytest.mark.parametrize("entry", CUDA_GALLERY, ids=[e.check for e in CUDA_GALLERY])
+def test_cuda_faults_fail_their_check(entry: BrokenTarget) -> None:
+    report = check_model_state(entry.factory, device="cuda", examples=0, checks=[entry.check])
+    assert {r.outcome for r in report.results} == {Outcome.FAILED}, report.table()
+    clean = check_model_state(model_state(), device="cuda", examples=0, checks=[entry.check])
+    assert clean.ok, clean.table()
