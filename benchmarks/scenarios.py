@@ -154,7 +154,7 @@ def realtime_decode(
         encoder_outputs=outputs,
         req_ids=req_ids,
         num_scheduled_tokens=np.ones(num_requests, dtype=np.int32),
-        steps=[positions + step for step in range(NUM_STEPS)],
+        steps=[np.asarray(positions + step) for step in range(NUM_STEPS)],
         prefill_lens=np.full(num_requests, prompt, dtype=np.int32),
     )
 
@@ -187,7 +187,7 @@ def chunked_prefill(
         mm_features[req] = features
         for k, feature in enumerate(features):
             outputs[feature.identifier] = _output(feature_length, hidden_size, r * 977 + k)
-    steps = [
+    steps: list[IntArray] = [
         (chunk * rng.integers(0, prompt_chunks, num_requests)).astype(np.int32)
         for _ in range(NUM_STEPS)
     ]
@@ -249,7 +249,7 @@ def image_prefill(
     mm_features, outputs, prompt = _image_requests(
         req_ids, num_images, image_length, row_length, hidden_size
     )
-    steps = [
+    steps: list[IntArray] = [
         rng.integers(0, max(1, prompt - chunk), num_requests).astype(np.int32)
         for _ in range(NUM_STEPS)
     ]
@@ -293,7 +293,7 @@ def non_realtime_mixed(
     mm_features, outputs, prompt = _image_requests(
         req_ids, num_images, image_length, 24, hidden_size
     )
-    steps = [
+    steps: list[IntArray] = [
         np.concatenate(
             [
                 rng.integers(0, max(1, prompt - chunk), num_prefill),

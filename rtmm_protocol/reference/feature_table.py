@@ -24,6 +24,7 @@ import itertools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -56,10 +57,12 @@ class _Segment:
     last: MultiModalFeature | None  # its last element then, to recognise an append
 
 
-def _grown(array: npt.NDArray[np.generic], size: int, fill: object) -> npt.NDArray[np.generic]:
-    bigger = np.empty(size, dtype=array.dtype)
+_Item = TypeVar("_Item", bound=np.generic)
+
+
+def _grown(array: npt.NDArray[_Item], size: int, fill: float | None) -> npt.NDArray[_Item]:
+    bigger = np.full(size, fill, dtype=array.dtype)
     bigger[: array.shape[0]] = array
-    bigger[array.shape[0] :] = fill
     return bigger
 
 
@@ -312,8 +315,8 @@ class FeatureTable:
         end = base + prefix.shape[0]
         if end > self.prefix.shape[0]:
             size = max(2 * self.prefix.shape[0], end)
-            self.prefix = _grown(self.prefix, size, 0)  # type: ignore[assignment]
-            self.embeds = _grown(self.embeds, size, False)  # type: ignore[assignment]
+            self.prefix = _grown(self.prefix, size, 0)
+            self.embeds = _grown(self.embeds, size, False)
         self.prefix[base:end] = prefix
         self.embeds[base : end - 1] = prefix[1:] > prefix[:-1]
         self._prefix_used = end
@@ -325,8 +328,8 @@ class FeatureTable:
         if needed <= size:
             return
         size = max(2 * size, needed)
-        self.start_key = _grown(self.start_key, size, _SENTINEL)  # type: ignore[assignment]
-        self.end_key = _grown(self.end_key, size, _SENTINEL)  # type: ignore[assignment]
+        self.start_key = _grown(self.start_key, size, _SENTINEL)
+        self.end_key = _grown(self.end_key, size, _SENTINEL)
         for name, fill in zip(_COLUMNS, (0, 0, 0, -1, None, None), strict=True):
             setattr(self, name, _grown(getattr(self, name), size, fill))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -345,13 +346,13 @@ class GatherPlanner:
             pairs = pairs.take(found)
             sources = list(itertools.compress(sources, found))
             ids = list(itertools.compress(ids, found))
-        return pairs, sources, ids  # type: ignore[return-value]  # no None is left
+        return pairs, cast(list[torch.Tensor], sources), ids  # the None entries were dropped
 
     def _check_outputs(self, pairs: _Pairs, outputs: list[torch.Tensor]) -> None:
         """Validation: raise ``ValueError`` naming the identifier for a mis-shaped output."""
-        features = self.table.feature
-        for entry, output in zip(pairs.feature.tolist(), outputs, strict=True):
-            check_encoder_output(features[entry], output, self.hidden_size)
+        features = self.table.feature[pairs.feature].tolist()
+        for feature, output in zip(features, outputs, strict=True):
+            check_encoder_output(feature, output, self.hidden_size)
 
     # ------------------------------------------------------------------ mask
 
@@ -368,7 +369,7 @@ class GatherPlanner:
         assert pairs.window_end is not None
         length = pairs.window_end - pairs.window_start
         first, length_plain = pairs.first_slot, length
-        masked = _EMPTY
+        masked, mask_base = _EMPTY, _EMPTY
         if table.has_masks:
             mask_base = table.mask_base[pairs.feature]
             plain = mask_base < 0

@@ -73,13 +73,13 @@ class PoolLocator:
         )
         if valid.all():
             return known[:, _START]
-        stale = np.flatnonzero(~valid).tolist()
+        stale: list[int] = np.flatnonzero(~valid).tolist()
         names = [identifiers[k] for k in stale]
         sources = [tensors[k] for k in stale]
         starts, rows = pool.ensure_resident(names, sources, live=live, keep=identifiers)
         stale_entries = entries[stale]
-        for k in np.flatnonzero(rows != table.num_embeds[stale_entries]).tolist():
-            feature = table.feature[stale_entries[k]]
+        wrong: list[int] = np.flatnonzero(rows != table.num_embeds[stale_entries]).tolist()
+        for k, feature in zip(wrong, table.feature[stale_entries[wrong]].tolist(), strict=True):
             check_encoder_output(feature, sources[k], pool.hidden_size)
         fresh = np.stack([starts, rows, pool.serials(names), tensor_ids[stale]], axis=1)
         memo[stale_entries] = fresh
