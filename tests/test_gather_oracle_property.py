@@ -11,10 +11,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
+import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from support.anchored_scenarios import anchored_scenarios
-from support.gather_check import check_scenario
+from support.decode_streams import DecodeStreams
+from support.evolving_cache import CACHE_CHANGES, EvolvingCache
+from support.gather_check import GatherCall, check_gather_call, check_scenario, model_for
 from support.profiles import example_budget
 
 from rtmm_protocol.conformance.strategies import (
@@ -23,6 +26,7 @@ from rtmm_protocol.conformance.strategies import (
     RequestSpec,
     gather_scenarios,
 )
+from rtmm_protocol.reference import EncoderRunner
 
 _Test = TypeVar("_Test", bound=Callable[..., None])
 
@@ -113,3 +117,63 @@ def test_reference_matches_oracle_with_frequent_misses(
     scenario: GatherScenario, realtime: bool
 ) -> None:
     check_scenario(scenario, realtime=realtime)
+
+
+# ---------------------------------------------------------------- one gatherer, many steps
+
+
+def _draw_call(data: st.DataObject, evolving: EvolvingCache) -> GatherCall:
+    """A batch over some of the registered requests, in a random order."""
+    draw = data.draw
+    everyone = draw(st.permutations(evolving.req_ids))
+    req_ids = list(everyone[: draw(st.integers(0, len(everyone)))])
+    spans = [evolving.span(r) for r in req_ids]
+    scheduled = np.array([draw(st.integers(0, 6)) for _ in req_ids], dtype=np.int32)
+    qsl = np.zeros(len(req_ids) + 1, dtype=np.int32)
+    np.cumsum(scheduled, out=qsl[1:])
+    arrays = {
+        "num_scheduled_tokens": scheduled,
+        "query_start_loc": qsl,
+        "prefill_lens": np.array([draw(st.integers(0, s + 3)) for s in spans], dtype=np.int32),
+        "num_computed_tokens": np.array(
+            [draw(st.integers(0, s + 4)) for s in spans], dtype=np.int32
+        ),
+    }
+    return GatherCall(req_ids, arrays, draw(st.sampled_from([0, 1, 2])))
+
+
+@settings(max_examples=example_budget(ci=200, dev=30))
+@given(data=st.data(), realtime=st.booleans(), validate=st.booleans())
+def test_one_runner_matches_oracle_while_the_cache_changes_between_steps(
+    data: st.DataObject, realtime: bool, validate: bool
+) -> None:
+    hidden = 2
+    evolving = EvolvingCache(data, hidden)
+    for i in range(data.draw(st.integers(1, 4))):
+        evolving.add_request(f"req-{i}")
+    model = model_for(realtime, hidden)
+    cache = evolving.cache
+    runner = EncoderRunner(model, 256, hidden, cache, torch.float32, "cpu", validate=validate)
+    for _ in range(data.draw(st.integers(2, 6))):
+        evolving.change(data.draw(st.sampled_from(CACHE_CHANGES)))
+        call = _draw_call(data, evolving)
+        check_gather_call(runner, cache, call, realtime=realtime, hidden_size=hidden)
+
+
+@settings(max_examples=example_budget(ci=40, dev=8))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    num_streams=st.sampled_from([3, 70]),
+    lookahead=st.sampled_from([0, 1, 2]),
+)
+def test_decode_streams_match_oracle_step_after_step(
+    seed: int, num_streams: int, lookahead: int
+) -> None:
+    hidden = 2
+    streams = DecodeStreams(seed, num_streams, hidden)
+    model = model_for(True, hidden)
+    runner = EncoderRunner(model, 256, hidden, streams.cache, torch.float32, "cpu")
+    for _ in range(6):
+        call = streams.next_call(lookahead)
+        check_gather_call(runner, streams.cache, call, realtime=True, hidden_size=hidden)
+        streams.advance(call)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -35,9 +36,10 @@ __all__ = [
     "assert_matches_oracle",
     "assert_same_result",
     "assert_view_of",
+    "GatherCall",
     "call_runner",
+    "check_gather_call",
     "check_scenario",
-    "identifiers_allowed_to_be_read",
     "model_for",
     "scenario_arrays",
 ]
@@ -58,21 +60,66 @@ def scenario_arrays(
     return {name: array.astype(dtype) for name, array in scenario.arrays().items()}
 
 
+@dataclass(frozen=True)
+class GatherCall:
+    """The arguments of one runner-level gather: request ids, the batch arrays, look-ahead."""
+
+    req_ids: list[str]
+    arrays: Mapping[str, np.ndarray]
+    draft_lookahead: int = 0
+
+    @property
+    def total(self) -> int:
+        """``total_num_scheduled_tokens`` of the call."""
+        return int(self.arrays["num_scheduled_tokens"].sum())
+
+    def run(self, gatherer: EncoderRunner | LegacyGathererAdapter) -> GatherResult:
+        """Call ``gatherer`` the way engines do: every argument positionally."""
+        return gatherer.gather_mm_embeddings(
+            self.req_ids,
+            self.total,
+            self.arrays["num_scheduled_tokens"],
+            self.arrays["query_start_loc"],
+            self.arrays["prefill_lens"],
+            self.arrays["num_computed_tokens"],
+            self.draft_lookahead,
+        )
+
+    def expected(self, cache: EncoderCache, realtime: bool) -> OracleResult:
+        """The oracle's answer for this call over ``cache``."""
+        # Plain dict reads keep the oracle's look-ups off an instrumented cache's read log.
+        features: dict[str, list[MultiModalFeature]] = dict(dict.items(cache.mm_features))
+        outputs: dict[str, torch.Tensor] = dict(dict.items(cache.encoder_outputs))
+        return oracle_gather(
+            features,
+            outputs,
+            is_realtime=realtime,
+            req_ids=self.req_ids,
+            num_scheduled_tokens=self.arrays["num_scheduled_tokens"],
+            query_start_loc=self.arrays["query_start_loc"],
+            prefill_lens=self.arrays["prefill_lens"],
+            num_computed_tokens=self.arrays["num_computed_tokens"],
+            draft_lookahead=self.draft_lookahead,
+        )
+
+    def readable_identifiers(self, cache: EncoderCache, realtime: bool) -> set[str]:
+        """Identifiers of the requests that gather; G2 forbids reading any other's output."""
+        allowed: set[str] = set()
+        for i, req_id in enumerate(self.req_ids):
+            start = int(self.arrays["num_computed_tokens"][i]) + self.draft_lookahead
+            if realtime or start < int(self.arrays["prefill_lens"][i]):
+                features = dict.get(cache.mm_features, req_id, [])
+                allowed.update(f.identifier for f in features)
+        return allowed
+
+
 def call_runner(
     runner: EncoderRunner | LegacyGathererAdapter,
     scenario: GatherScenario,
     arrays: Mapping[str, np.ndarray],
 ) -> GatherResult:
-    """Call a runner-level gather the way engines do: every argument positionally."""
-    return runner.gather_mm_embeddings(
-        scenario.req_ids,
-        scenario.num_tokens,
-        arrays["num_scheduled_tokens"],
-        arrays["query_start_loc"],
-        arrays["prefill_lens"],
-        arrays["num_computed_tokens"],
-        scenario.draft_lookahead,
-    )
+    """Call a runner-level gather on a scenario's arguments, every one positionally."""
+    return GatherCall(scenario.req_ids, arrays, scenario.draft_lookahead).run(runner)
 
 
 def assert_view_of(piece: torch.Tensor, output: torch.Tensor, row_start: int, row_end: int) -> None:
@@ -133,35 +180,6 @@ def assert_same_result(got: GatherResult, want: GatherResult) -> None:
         assert getattr(a, "modality", None) == getattr(b, "modality", None)
 
 
-def identifiers_allowed_to_be_read(scenario: GatherScenario, realtime: bool) -> set[str]:
-    """Identifiers of the requests that gather; G2 forbids reading any other's output."""
-    allowed: set[str] = set()
-    for request in scenario.requests:
-        start = request.num_computed_tokens + scenario.draft_lookahead
-        if realtime or start < request.prefill_len:
-            allowed.update(f.identifier for f in request.features)
-    return allowed
-
-
-def _oracle(
-    scenario: GatherScenario, cache: EncoderCache, realtime: bool, arrays: Mapping[str, np.ndarray]
-) -> OracleResult:
-    # Plain dict reads keep the oracle's look-ups off an instrumented cache's read log.
-    features: dict[str, list[MultiModalFeature]] = dict(dict.items(cache.mm_features))
-    outputs: dict[str, torch.Tensor] = dict(dict.items(cache.encoder_outputs))
-    return oracle_gather(
-        features,
-        outputs,
-        is_realtime=realtime,
-        req_ids=scenario.req_ids,
-        num_scheduled_tokens=arrays["num_scheduled_tokens"],
-        query_start_loc=arrays["query_start_loc"],
-        prefill_lens=arrays["prefill_lens"],
-        num_computed_tokens=arrays["num_computed_tokens"],
-        draft_lookahead=scenario.draft_lookahead,
-    )
-
-
 def _state_result(
     scenario: GatherScenario, cache: EncoderCache, realtime: bool
 ) -> GatherResult | BaseException:
@@ -186,6 +204,50 @@ def _state_result(
         return error
 
 
+def check_gather_call(
+    gatherer: EncoderRunner,
+    cache: EncoderCache,
+    call: GatherCall,
+    *,
+    realtime: bool,
+    hidden_size: int,
+) -> GatherResult | BaseException:
+    """Run one call and check it against the oracle and G2 (reads), G7-G9; return its outcome.
+
+    Reads are checked when ``cache.encoder_outputs`` is a :class:`RecordingDict`.
+    """
+    outputs = cache.encoder_outputs
+    expected = call.expected(cache, realtime)
+    cache_before = CacheSnapshot(cache)
+    arrays_before = ArraySnapshot(call.arrays)
+    if isinstance(outputs, RecordingDict):
+        outputs.reset()
+
+    outcome: GatherResult | BaseException
+    if expected.raises:
+        with pytest.raises(EncoderOutputMissingError) as info:
+            call.run(gatherer)
+        assert isinstance(info.value, RuntimeError)
+        missing = [identifier for identifier, _ in expected.missing]
+        assert any(i in str(info.value) for i in missing), (
+            f"error {info.value} names none of the missing identifiers {missing}"
+        )
+        outcome = info.value
+    else:
+        outcome = call.run(gatherer)
+        assert_matches_oracle(outcome, expected, outputs, hidden_size)
+
+    if isinstance(outputs, RecordingDict):
+        read = {key for key in outputs.reads if isinstance(key, str)}
+        assert RecordingDict.ALL not in outputs.reads, "the gather read every encoder output"
+        forbidden = read - call.readable_identifiers(cache, realtime)
+        assert not forbidden, f"G2: outputs of skipped requests were read: {sorted(forbidden)}"
+        assert not outputs.writes, f"G8: the gather wrote encoder outputs {outputs.writes}"
+    cache_before.assert_unchanged(cache)
+    arrays_before.assert_unchanged(call.arrays)
+    return outcome
+
+
 def check_scenario(
     scenario: GatherScenario,
     *,
@@ -195,8 +257,7 @@ def check_scenario(
 ) -> None:
     """Run ``scenario`` through the reference and check every gather clause (G1-G10)."""
     cache = scenario.build_cache()
-    outputs: RecordingDict[str, torch.Tensor] = RecordingDict(cache.encoder_outputs)
-    cache.encoder_outputs = outputs
+    cache.encoder_outputs = RecordingDict(cache.encoder_outputs)
     runner = EncoderRunner(
         model_for(realtime, scenario.hidden_size),
         max(1, scenario.num_tokens + scenario.padding),
@@ -206,34 +267,13 @@ def check_scenario(
         "cpu",
         validate=validate,
     )
-    arrays = scenario_arrays(scenario, int_dtype)
-    expected = _oracle(scenario, cache, realtime, arrays)
+    call = GatherCall(
+        scenario.req_ids, scenario_arrays(scenario, int_dtype), scenario.draft_lookahead
+    )
+    outcome = check_gather_call(
+        runner, cache, call, realtime=realtime, hidden_size=scenario.hidden_size
+    )
     cache_before = CacheSnapshot(cache)
-    arrays_before = ArraySnapshot(arrays)
-    outputs.reset()
-
-    outcome: GatherResult | BaseException
-    if expected.raises:
-        with pytest.raises(EncoderOutputMissingError) as info:
-            call_runner(runner, scenario, arrays)
-        assert isinstance(info.value, RuntimeError)
-        missing = [identifier for identifier, _ in expected.missing]
-        assert any(i in str(info.value) for i in missing), (
-            f"error {info.value} names none of the missing identifiers {missing}"
-        )
-        outcome = info.value
-    else:
-        outcome = call_runner(runner, scenario, arrays)
-        assert_matches_oracle(outcome, expected, outputs, scenario.hidden_size)
-
-    read = {key for key in outputs.reads if isinstance(key, str)}
-    assert RecordingDict.ALL not in outputs.reads, "the gather read every encoder output"
-    forbidden = read - identifiers_allowed_to_be_read(scenario, realtime)
-    assert not forbidden, f"G2: outputs of skipped requests were read: {sorted(forbidden)}"
-    assert not outputs.writes, f"G8: the gather wrote encoder outputs {outputs.writes}"
-    cache_before.assert_unchanged(cache)
-    arrays_before.assert_unchanged(arrays)
-
     state_outcome = _state_result(scenario, cache, realtime)
     if isinstance(outcome, BaseException):
         assert type(state_outcome) is type(outcome), f"G10: state gave {state_outcome!r}"
