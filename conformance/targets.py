@@ -78,7 +78,8 @@ def parse_factory_spec(spec: str) -> tuple[str, str]:
             hint = (
                 " It looks like a path: an option with an optional value takes the next "
                 "argument, so `pytest --conformance tests/` reads tests/ as the factory. "
-                "Write --conformance=MODULE:FACTORY, or put paths before a bare --conformance."
+                "Write --conformance=MODULE:FACTORY; no path is needed, the suite runs on its "
+                "own (select checks with -k)."
             )
         raise FactorySpecError(
             f"--conformance expects MODULE:FACTORY (for example acme.factory:make_state) "
