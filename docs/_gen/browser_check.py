@@ -333,6 +333,11 @@ def check_site(site: Path, out: Path, chromium: str) -> BrowserReport:
         shot = out / "docs-specification-G5.png"
         _screenshot(session, shot)
         shots.append(shot)
+        session.evaluate("document.getElementById('figure').scrollIntoView()")
+        time.sleep(0.3)
+        shot = out / "docs-specification-figure.png"
+        _screenshot(session, shot)
+        shots.append(shot)
 
         # 3. Search: type a query, wait for results.
         _open(session, base)
