@@ -156,7 +156,7 @@ class _SuiteSession:
         xfail_path = config.getoption("conformance_xfail")
         try:
             self.xfail: XfailFile | None = (
-                parse_xfail_file(Path(config.invocation_params.dir, xfail_path))
+                parse_xfail_file(Path(config.invocation_params.dir, xfail_path), xfail_path)
                 if xfail_path
                 else None
             )

@@ -214,13 +214,13 @@ class SuiteRunner:
             failed = [r for r in results if r.outcome in (Outcome.FAILED, Outcome.BLOCKED)]
             if failed:
                 first = failed[0]
-                cause = first.reason.split(": ", 1)[-1] if first.outcome is Outcome.BLOCKED else ""
-                return CheckResult(
-                    impl.id,
-                    mode,
-                    Outcome.BLOCKED,
-                    f"blocked by {first.label}: {cause or first.reason}",
+                # Name the check that failed at the root, not the one in between.
+                reason = (
+                    first.reason
+                    if first.outcome is Outcome.BLOCKED
+                    else f"blocked by {first.label}: {first.reason}"
                 )
+                return CheckResult(impl.id, mode, Outcome.BLOCKED, reason)
             if results and all(r.outcome is Outcome.SKIPPED for r in results):
                 return CheckResult(impl.id, mode, Outcome.SKIPPED, results[0].reason)
         return None

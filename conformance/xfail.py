@@ -115,11 +115,14 @@ def parse_xfail_text(text: str, source: str = "<xfail>") -> XfailFile:
     return XfailFile(tuple(entries))
 
 
-def parse_xfail_file(path: str | Path) -> XfailFile:
-    """Read and parse an expected-failures file."""
+def parse_xfail_file(path: str | Path, source: str | None = None) -> XfailFile:
+    """Read and parse an expected-failures file; ``source`` names it in messages."""
     file = Path(path)
+    name = str(path) if source is None else source
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as error:
-        raise ValueError(f"cannot read the expected-failures file {str(file)!r}: {error}") from None
-    return parse_xfail_text(text, str(path))
+        raise ValueError(
+            f"cannot read the expected-failures file {name!r}: {error.strerror}"
+        ) from None
+    return parse_xfail_text(text, name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -79,10 +80,10 @@ class FaultyGatherer(EncoderRunner):
 
     # ------------------------------------------------------------------ validation
 
-    def _check_batch(self, *args: Any) -> bool:
-        """Validate the arrays; False means "answer with an empty result" (a fault)."""
+    def _check_batch(self, check: Callable[[], None]) -> bool:
+        """Run the batch check; False means "answer with an empty result" (a fault)."""
         try:
-            check_gather_args(*args, known_req_ids=self.encoder_cache.mm_features)
+            check()
         except ValueError as error:
             if self.fault == "field-not-named":
                 raise ValueError("malformed batch") from None
@@ -123,13 +124,17 @@ class FaultyGatherer(EncoderRunner):
         fault = self.fault
         if self.validate:
             ok = self._check_batch(
-                req_ids,
-                total_num_scheduled_tokens,
-                num_scheduled_tokens,
-                query_start_loc,
-                prefill_lens,
-                num_computed_tokens,
-                draft_lookahead,
+                partial(
+                    check_gather_args,
+                    req_ids,
+                    total_num_scheduled_tokens,
+                    num_scheduled_tokens,
+                    query_start_loc,
+                    prefill_lens,
+                    num_computed_tokens,
+                    draft_lookahead,
+                    known_req_ids=self.encoder_cache.mm_features,
+                )
             )
             if not ok:
                 return [], torch.zeros(0, dtype=torch.bool)
@@ -162,7 +167,7 @@ class FaultyGatherer(EncoderRunner):
             base = 0 if fault == "slots-without-query-start-loc" else int(query_start_loc[i])
             features = self._features(req_id)
             if self.validate:
-                self._check_feature(lambda f=features, r=req_id: check_feature_list(r, f))
+                self._check_feature(partial(check_feature_list, req_id, features))
             for feature in features:
                 piece = self._gather_feature(
                     req_id, feature, start, count, int(computed[i]), base, mask
@@ -204,7 +209,7 @@ class FaultyGatherer(EncoderRunner):
             if reached_by_lookahead_only or fault == "miss-returns-partial":
                 return []
             raise EncoderOutputMissingError(feature.identifier, req_id)
-        self._check_feature(lambda: check_encoder_output(feature, output, self.hidden_size))
+        self._check_feature(partial(check_encoder_output, feature, output, self.hidden_size))
         if row_start == row_end:
             return []
         if fault == "off-by-one-embed-rows" and pos.is_embed is not None:
@@ -408,7 +413,7 @@ def gatherer(
 
     def factory(ctx: ConformanceContext) -> object:
         return cls(
-            ctx.model,  # type: ignore[arg-type]  # the suite's multimodal toy
+            ctx.model,
             ctx.max_num_tokens,
             ctx.hidden_size,
             ctx.encoder_cache,
@@ -440,7 +445,7 @@ def model_state(
         )
         if gather_fault is not None:
             state.encoder_runner = FaultyGatherer(
-                ctx.model,  # type: ignore[arg-type]  # the suite's multimodal toy
+                ctx.model,
                 ctx.max_num_tokens,
                 ctx.hidden_size,
                 ctx.encoder_cache,

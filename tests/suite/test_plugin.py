@@ -1,0 +1,213 @@
+"""The pytest plugin as users run it: subprocesses in a folder outside the repository."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+TARGETS = '''
+from rtmm_protocol.conformance import reference_model_state
+from rtmm_protocol.reference import ReferenceModelState
+
+
+class Copying(ReferenceModelState):
+    """Breaks G6 (MUST): pieces are copies."""
+
+    def gather_mm_embeddings(self, input_batch, draft_lookahead=0):
+        pieces, mask = super().gather_mm_embeddings(input_batch, draft_lookahead)
+        return [p.clone() for p in pieces], mask
+
+
+class Clamping(ReferenceModelState):
+    """Breaks D5 (SHOULD): over-size dummy runs are clamped."""
+
+    def dummy_inputs_embeds(self, num_tokens):
+        return super().dummy_inputs_embeds(min(max(num_tokens, 0), self.max_num_tokens))
+
+
+def _as(cls):
+    def factory(ctx):
+        state = reference_model_state(ctx)
+        state.__class__ = cls
+        return state
+
+    return factory
+
+
+make_copying = _as(Copying)
+make_clamping = _as(Clamping)
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A user project: its own conformance package and a narrow python_files setting."""
+    (tmp_path / "conformance").mkdir()
+    (tmp_path / "conformance" / "__init__.py").write_text("SHADOW = True\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\npython_files = check_*.py\n")
+    (tmp_path / "targets.py").write_text(TARGETS)
+    (tmp_path / "check_plain.py").write_text(
+        "import sys\n\n"
+        "def test_plugin_imported_nothing_heavy():\n"
+        "    assert 'rtmm_protocol.conformance.runner' not in sys.modules\n"
+        "    assert 'rtmm_protocol.conformance.api' not in sys.modules\n"
+    )
+    return tmp_path
+
+
+def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_bare_option_swallowing_a_path_is_a_usage_error(project: Path) -> None:
+    result = _pytest(project, "--conformance", "tests/")
+    assert result.returncode == 4
+    assert "MODULE:FACTORY" in result.stderr
+    assert "tests/" in result.stderr
+
+
+def test_paths_next_to_the_option_are_a_usage_error(project: Path) -> None:
+    result = _pytest(project, "--conformance=targets:make_copying", "check_plain.py")
+    assert result.returncode == 4
+    assert "runs only the conformance suite" in result.stderr
+
+
+def test_unknown_module_and_version_are_usage_errors(project: Path) -> None:
+    missing = _pytest(project, "--conformance=no_such_module:make")
+    assert missing.returncode == 4
+    assert "no_such_module" in missing.stderr
+    old = _pytest(project, "--conformance", "--conformance-version=0.9")
+    assert old.returncode == 4
+    assert "known: 1.0" in old.stderr
+
+
+def test_without_the_option_the_plugin_does_nothing(project: Path) -> None:
+    result = _pytest(project, "-q")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+    assert "conformance" not in result.stdout
+
+
+def test_header_failure_message_and_rerun_by_node_id(project: Path) -> None:
+    result = _pytest(
+        project,
+        "-v",
+        "--conformance=targets:make_copying",
+        "--conformance-examples=0",
+        "-k",
+        "G6-pieces-are-views",
+    )
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "target:   targets:make_copying (ModelState)" in out
+    assert "seed:     20260 (--conformance-seed)" in out
+    assert re.search(r"versions: rtmm-protocol \S+, torch \S+, CUDA \S+, Python \S+", out)
+    assert "rtmm-conformance::G6-pieces-are-views[realtime] FAILED" in out
+    assert "expected:" in out
+    assert "seen:" in out
+    assert "smallest case, as ready-to-run Python:" in out
+    assert "rerun: pytest --conformance=targets:make_copying 'rtmm-conformance::G6" in out
+    assert "conformance: 0 passed, 1 failed (MUST), 0 warnings (SHOULD)" in out
+    rerun = _pytest(project, "--conformance=targets:make_copying", "--conformance-examples=0",
+                    "rtmm-conformance::G6-pieces-are-views[non-realtime]")  # fmt: skip
+    assert "1 failed" in rerun.stdout.splitlines()[-1]
+
+
+def test_the_reproduction_snippet_runs_and_shows_the_failure(project: Path) -> None:
+    result = _pytest(
+        project, "--conformance=targets:make_copying", "--conformance-examples=0",
+        "rtmm-conformance::G6-pieces-are-views[realtime]",
+    )  # fmt: skip
+    lines = result.stdout.splitlines()
+    start = lines.index("smallest case, as ready-to-run Python:") + 1
+    snippet = []
+    for line in lines[start:]:
+        if not line.startswith("    "):
+            break
+        snippet.append(line[4:])
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent("\n".join(snippet))],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 1
+    assert "CheckFailure" in run.stderr
+    assert "a copy, not a view" in run.stderr
+
+
+def test_should_failures_warn_unless_strict(project: Path) -> None:
+    args = ["--conformance=targets:make_clamping", "--conformance-examples=0", "-k", "D5"]
+    relaxed = _pytest(project, *args)
+    assert relaxed.returncode == 0, relaxed.stdout
+    assert "0 failed (MUST), 1 warning (SHOULD)" in relaxed.stdout
+    assert "ConformanceWarning" in relaxed.stdout
+    strict = _pytest(project, *args, "--conformance-strict")
+    assert strict.returncode == 1
+    assert "1 failed (SHOULD, strict)" in strict.stdout
+
+
+def test_expected_failures_file_and_stale_entries(project: Path) -> None:
+    (project / "xfail.txt").write_text(
+        "# known gaps\n"
+        "G6-pieces-are-views   rows are copied into a pool (acme#12)\n"
+        "G3                    listed but passes\n"
+        "G99-no-such-check     a typo\n"
+    )
+    args = [
+        "--conformance=targets:make_copying", "--conformance-examples=0",
+        "--conformance-xfail=xfail.txt", "-k", "G6-pieces-are-views or G3",
+    ]  # fmt: skip
+    result = _pytest(project, *args)
+    out = result.stdout
+    assert result.returncode == 0, out
+    assert "2 xfailed" in out
+    assert "stale expected failure: xfail.txt:3: G3" in out
+    assert "expected failure matching no check: xfail.txt:4: G99-no-such-check" in out
+    strict = _pytest(project, *args, "--conformance-strict")
+    assert strict.returncode == 1
+
+
+def test_json_report_and_junit_properties(project: Path) -> None:
+    result = _pytest(
+        project, "--conformance", "--conformance-examples=0", "-k", "G1- or D2-",
+        "--conformance-report=out/report.json", "--junitxml=junit.xml",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    report = json.loads((project / "out" / "report.json").read_text())
+    assert report["schema"] == "rtmm-conformance-report/1"
+    assert report["summary"]["ok"] is True
+    assert {c["clause"] for c in report["checks"]} == {"G1", "D2"}
+    assert set(report["environment"]) >= {"rtmm_protocol", "torch", "python", "cuda", "device"}
+    assert report["settings"]["seed"] == 20260
+    props = {
+        (p.get("name"), p.get("value")) for p in ET.parse(project / "junit.xml").iter("property")
+    }
+    assert ("clause", "G1") in props
+    assert ("level", "MUST") in props
+
+
+def test_runs_under_xdist(project: Path) -> None:
+    result = _pytest(
+        project, "-n", "2", "--conformance", "--conformance-examples=0", "-k", "G or T1",
+        "--conformance-report=report.json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^conformance: \d+ passed, 0 failed \(MUST\)", result.stdout, re.M)
+    report = json.loads((project / "report.json").read_text())
+    assert report["summary"]["passed"] >= 20

@@ -1,0 +1,164 @@
+"""A misbehaving target fails checks with clear messages; the run itself never breaks."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import pytest
+import torch
+
+from rtmm_protocol.conformance import ConformanceContext, ModeNotSupported
+from rtmm_protocol.conformance.api import check_model_state
+from rtmm_protocol.conformance.outcomes import Outcome
+from rtmm_protocol.conformance.report import ConformanceReport
+from rtmm_protocol.conformance.targets import reference_model_state
+from rtmm_protocol.reference import ReferenceModelState
+
+
+class _Misbehaving(ReferenceModelState):
+    """The reference state whose gather does ``how``."""
+
+    how = "raise"
+
+    def gather_mm_embeddings(self, input_batch: Any, draft_lookahead: int = 0) -> Any:
+        if self.how == "raise":
+            return 1 / 0
+        if self.how == "none":
+            return None
+        if self.how == "loop":
+            while True:
+                pass
+        if self.how == "sleep":
+            time.sleep(3)
+        if self.how == "exit":
+            sys.exit(3)
+        if self.how == "clear-cache":
+            self.encoder_cache.encoder_outputs.clear()
+        if self.how == "default-dtype":
+            torch.set_default_dtype(torch.float64)
+        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+
+
+def _factory(how: str) -> Any:
+    def factory(ctx: ConformanceContext) -> _Misbehaving:
+        state = _Misbehaving(
+            ctx.model,
+            ctx.encoder_cache,
+            hidden_size=ctx.hidden_size,
+            max_num_tokens=ctx.max_num_tokens,
+            dtype=ctx.dtype,
+            device=ctx.device,
+            validate=ctx.validate,
+        )
+        state.how = how
+        return state
+
+    return factory
+
+
+def _run(factory: Any, checks: list[str], **options: Any) -> ConformanceReport:
+    return check_model_state(factory, device="cpu", examples=2, checks=checks, **options)
+
+
+def _outcomes(report: ConformanceReport) -> dict[str, set[Outcome]]:
+    found: dict[str, set[Outcome]] = {}
+    for result in report.results:
+        found.setdefault(result.check_id, set()).add(result.outcome)
+    return found
+
+
+def test_a_raising_target_fails_with_the_error_named() -> None:
+    report = _run(_factory("raise"), ["G1-window-slots", "D2-dummy-views-share-storage"])
+    outcomes = _outcomes(report)
+    assert outcomes["G1-window-slots"] == {Outcome.FAILED}
+    assert outcomes["D2-dummy-views-share-storage"] == {Outcome.PASSED}
+    details = next(r.details for r in report.results if r.check_id == "G1-window-slots")
+    assert "ZeroDivisionError" in details
+    assert "test_robustness.py" in details
+
+
+def test_a_wrong_return_type_is_described() -> None:
+    report = _run(_factory("none"), ["G5-rows-match-mask"])
+    assert _outcomes(report)["G5-rows-match-mask"] == {Outcome.FAILED}
+    assert all("other than a pair" in r.reason for r in report.results)
+
+
+@pytest.mark.parametrize("how", ["loop", "sleep"])
+def test_a_hanging_target_times_out_and_the_run_goes_on(how: str) -> None:
+    started = time.perf_counter()
+    report = _run(
+        _factory(how), ["G4-mask-type-shape", "D1-dummy-shape-dtype-device"], timeout_s=1.0
+    )
+    assert time.perf_counter() - started < 20
+    outcomes = _outcomes(report)
+    assert outcomes["G4-mask-type-shape"] == {Outcome.FAILED}
+    assert outcomes["D1-dummy-shape-dtype-device"] == {Outcome.PASSED}
+    reasons = {r.reason for r in report.results if r.check_id == "G4-mask-type-shape"}
+    assert all("did not finish within 1 s" in reason for reason in reasons)
+
+
+def test_a_target_calling_sys_exit_fails_a_check_only() -> None:
+    report = _run(_factory("exit"), ["G1-window-slots", "D1-dummy-shape-dtype-device"])
+    outcomes = _outcomes(report)
+    assert outcomes["G1-window-slots"] == {Outcome.FAILED}
+    assert outcomes["D1-dummy-shape-dtype-device"] == {Outcome.PASSED}
+
+
+def test_a_target_corrupting_the_cache_fails_g8_and_not_the_next_checks() -> None:
+    report = _run(_factory("clear-cache"), ["G8-cache-unchanged", "D3-dummy-no-encoder-no-cache"])
+    outcomes = _outcomes(report)
+    assert outcomes["G8-cache-unchanged"] == {Outcome.FAILED}
+    assert outcomes["D3-dummy-no-encoder-no-cache"] == {Outcome.PASSED}
+
+
+def test_global_torch_state_changed_by_a_target_is_restored() -> None:
+    before = torch.get_default_dtype()
+    _run(_factory("default-dtype"), ["G1-window-slots"])
+    assert torch.get_default_dtype() == before
+
+
+def test_a_factory_that_raises_blocks_the_rest() -> None:
+    def broken(ctx: ConformanceContext) -> object:
+        raise RuntimeError("no GPU memory left for the buffer")
+
+    report = check_model_state(broken, device="cpu", examples=0)
+    outcomes = _outcomes(report)
+    assert outcomes["T1-factory-builds"] == {Outcome.FAILED}
+    blocked = [r for r in report.results if r.outcome is Outcome.BLOCKED]
+    assert len(blocked) > 30
+    assert all("T1-factory-builds" in r.reason for r in blocked)
+    assert not report.ok
+    assert "blocked" in report.summary_line()
+
+
+def test_a_target_lacking_a_method_blocks_its_dependents() -> None:
+    class NoRealPath(ReferenceModelState):
+        get_mm_embeddings = None  # type: ignore[assignment]
+
+    def factory(ctx: ConformanceContext) -> object:
+        state = reference_model_state(ctx)
+        state.__class__ = NoRealPath
+        return state
+
+    report = check_model_state(factory, device="cpu", examples=0)
+    outcomes = _outcomes(report)
+    assert outcomes["T1-protocol-members"] == {Outcome.FAILED}
+    assert outcomes["G5-rows-match-mask"] == {Outcome.BLOCKED}
+    assert outcomes["T1-factory-builds"] == {Outcome.PASSED}
+
+
+def test_a_refused_mode_is_skipped_with_the_factorys_reason() -> None:
+    def offline_only(ctx: ConformanceContext) -> object:
+        if ctx.mode == "realtime":
+            raise ModeNotSupported("acme handles offline models only")
+        return reference_model_state(ctx)
+
+    report = check_model_state(offline_only, device="cpu", examples=0)
+    realtime = [r for r in report.results if r.mode == "realtime"]
+    assert realtime
+    assert all(r.outcome is Outcome.SKIPPED for r in realtime)
+    assert all("acme handles offline models only" in r.reason for r in realtime)
+    assert report.ok, report.table()
+    assert _outcomes(report)["G2-nonrealtime-decode-skipped"] == {Outcome.PASSED}
