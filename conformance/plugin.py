@@ -270,7 +270,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         own = sorted({c.clause for c in CHECKS if probe.kind in c.targets}, key=_clause_key)
         other = sorted({c.clause for c in CHECKS} - set(own), key=_clause_key)
         applies = ", ".join(own) + (
-            f"; not applicable to a {kind_name[probe.kind]}: {', '.join(other)}" if other else ""
+            f"; not applicable to this kind of target: {', '.join(other)}" if other else ""
         )
     newer = [c.id for c in CHECKS if version_key(c.since) > version_key(settings.version)]
     lines = [
@@ -346,10 +346,9 @@ class ConformanceItem(pytest.Item):
             raise ConformanceFailedError(
                 f"{result.details or result.reason}\n{state.rerun_hint(self.nodeid)}"
             )
-        if outcome is Outcome.SKIPPED:
-            pytest.skip(result.reason)
-        if outcome is Outcome.BLOCKED:
-            pytest.skip(result.reason)
+        if outcome in (Outcome.SKIPPED, Outcome.BLOCKED):
+            # Reported at the check (not at this line), as pytest does for skip marks.
+            raise pytest.skip.Exception(result.reason, _use_item_location=True)
         if outcome is Outcome.XFAILED:
             pytest.xfail(result.reason)
         if outcome is Outcome.WARNING:
@@ -365,12 +364,18 @@ class ConformanceItem(pytest.Item):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        """Where the check is: its module, and its ID as the test name."""
+    def reportinfo(self) -> tuple[Path, int, str]:
+        """Where the check is: its function's file and line, and its ID as the test name."""
         import inspect
 
-        source = inspect.getsourcefile(self.planned.impl.run)
-        return Path(source) if source else self.path, None, self.name
+        impl = self.planned.impl
+        code = impl.example if impl.example is not None else impl.run
+        try:
+            source = inspect.getsourcefile(code)
+            line = inspect.getsourcelines(code)[1] - 1
+        except (OSError, TypeError):
+            return self.path, 0, self.name
+        return (Path(source) if source else self.path), line, self.name
 
 
 def pytest_collection(session: pytest.Session) -> bool | None:

@@ -42,17 +42,10 @@ class _Misbehaving(ReferenceModelState):
 
 
 def _factory(how: str) -> Any:
-    def factory(ctx: ConformanceContext) -> _Misbehaving:
-        state = _Misbehaving(
-            ctx.model,
-            ctx.encoder_cache,
-            hidden_size=ctx.hidden_size,
-            max_num_tokens=ctx.max_num_tokens,
-            dtype=ctx.dtype,
-            device=ctx.device,
-            validate=ctx.validate,
-        )
-        state.how = how
+    def factory(ctx: ConformanceContext) -> ReferenceModelState:
+        state = reference_model_state(ctx)
+        state.__class__ = _Misbehaving
+        state.how = how  # type: ignore[attr-defined]  # set on the class just above
         return state
 
     return factory
