@@ -312,10 +312,65 @@ def _compare(call: GatherCall) -> None:
         )
 
 
+#: Hand-written lives run before the random ones, each a list of ``(rule, arguments)``:
+#: a stream that grows while the prompt is still being processed, then decodes; and
+#: requests that come and go while outputs are freed and cached again.
+SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
+    (
+        ("start", {"prompts": [(12, [(0, 3, None, True)])]}),
+        ("step_all", {"size": 2}),
+        ("append_feature", {"choice": 0, "shape": (0, 2, (True, False), True)}),
+        ("dummy_run", {"size": 3}),
+        ("step_all", {"size": 4}),
+        ("append_feature", {"choice": 0, "shape": (1, 3, None, True)}),
+        ("step", {"choices": [0], "sizes": [8, 0, 0, 0], "lookahead": 1}),
+        ("step_all", {"size": 2}),
+    ),
+    (
+        ("start", {"prompts": [(6, [(1, 2, None, True)]), (9, [(0, 4, None, False)])]}),
+        ("step_all", {"size": 3}),
+        ("cache_output", {"choice": 0}),
+        ("step_all", {"size": 3}),
+        ("free_output", {"choice": 0}),
+        ("remove_request", {"choice": 0, "free": True}),
+        ("add_request", {"prefill_len": 5, "shapes": [(2, 2, None, True)]}),
+        ("step_all", {"size": 5}),
+    ),
+)
+
+
+def _run_script(
+    machine_class: type[RuleBasedStateMachine],
+    script: Sequence[tuple[str, dict[str, object]]],
+    with_dummy: bool,
+) -> None:
+    """Replay one hand-written life; a failure carries it as the reproduction."""
+    machine = machine_class()
+    lines = [f"state = {machine_class.__name__}()"]
+    try:
+        for rule_name, arguments in script:
+            if rule_name == "dummy_run" and not with_dummy:
+                continue
+            lines.append(
+                f"state.{rule_name}(" + ", ".join(f"{k}={v!r}" for k, v in arguments.items()) + ")"
+            )
+            getattr(machine, rule_name)(**arguments)
+    except CheckFailure as failure:
+        raise failure.with_repro("\n".join(lines)) from None
+
+
 @check("G8-stateful-life-matches-oracle", cross_cutting=True)
 def _stateful_life(run: CheckRun) -> None:
     run.build()  # a refused mode skips here, before Hypothesis starts
-    machine = seed(run.example_seed())(life_machine(run))
+    machine_class = life_machine(run)
+    for script in SCRIPTED_LIVES:
+        try:
+            _run_script(machine_class, script, run.kind == "model_state")
+        except CheckFailure as failure:
+            raise failure.with_repro(_program(run, (failure.repro or "").splitlines())) from None
+    if run.settings.examples <= 0:
+        return
+    machine = seed(run.example_seed())(machine_class)
     steps: list[str] = []
     phases: Sequence[Phase] = (
         (Phase.generate, Phase.shrink) if run.settings.shrink else (Phase.generate,)
@@ -325,7 +380,7 @@ def _stateful_life(run: CheckRun) -> None:
             run_state_machine_as_test(
                 machine,
                 settings=settings(
-                    max_examples=max(5, run.settings.examples),
+                    max_examples=run.settings.examples,
                     stateful_step_count=25,
                     database=None,
                     deadline=None,
