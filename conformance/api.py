@@ -19,7 +19,14 @@ from hypothesis.stateful import RuleBasedStateMachine
 from typing_extensions import Unpack
 
 from rtmm_protocol._version import PROTOCOL_VERSION
-from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID, CLAUSES, version_key
+from rtmm_protocol.conformance.catalog import (
+    CHECKS,
+    CHECKS_BY_ID,
+    CLAUSES,
+    TargetKind,
+    clauses_for,
+    version_key,
+)
 from rtmm_protocol.conformance.check_run import CheckRun
 from rtmm_protocol.conformance.checks.stateful import life_machine
 from rtmm_protocol.conformance.context import Mode
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_model_state",
+    "kind_notes",
     "known_versions",
     "life_machine_for",
     "make_settings",
@@ -172,7 +180,7 @@ def check_model_state(
         raw = runner.run(planned.impl.id, planned.mode)
         entry = expected.entry_for(planned.impl.id, planned.mode) if expected else None
         results.append(judge(raw, planned.impl.info, strict=strict, expected_failure=entry))
-    notes = [] if probe.kind is not None else [f"target kind unknown: {probe.note}"]
+    notes = kind_notes(probe.kind, probe.note)
     return ConformanceReport(
         target=runner.factory_spec,
         kind=probe.kind,
@@ -186,6 +194,16 @@ def check_model_state(
         ],
         notes=notes,
     )
+
+
+def kind_notes(kind: TargetKind | None, note: str) -> list[str]:
+    """What the report says about the target's kind and the clauses that apply to it."""
+    if kind is None:
+        return [f"target kind unknown: {note}"]
+    left_out = [c for c in CLAUSES if c not in clauses_for(kind)]
+    if not left_out:
+        return []
+    return [f"clauses not applicable to a {kind} target: {', '.join(left_out)}"]
 
 
 def settings_summary(settings: RunSettings) -> dict[str, object]:

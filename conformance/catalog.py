@@ -26,6 +26,7 @@ __all__ = [
     "TargetKind",
     "checks_for_clause",
     "clause_of",
+    "clauses_for",
     "spec_anchor",
     "version_key",
 ]
@@ -444,6 +445,11 @@ def clause_of(check_id: str) -> str:
 def checks_for_clause(clause: str) -> tuple[CheckInfo, ...]:
     """Every check of one clause, in catalog order."""
     return tuple(c for c in CHECKS if c.clause == clause)
+
+
+def clauses_for(kind: TargetKind) -> tuple[str, ...]:
+    """The clauses with at least one check for this kind of target, in catalog order."""
+    return tuple(dict.fromkeys(c.clause for c in CHECKS if kind in c.targets))
 
 
 def version_key(version: str) -> tuple[int, ...]:

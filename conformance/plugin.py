@@ -255,7 +255,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = _session(config)
     if state is None:
         return None
-    from rtmm_protocol.conformance.catalog import CHECKS, version_key
+    from rtmm_protocol.conformance.catalog import CHECKS, clauses_for, version_key
     from rtmm_protocol.conformance.environment import environment_info
 
     settings = state.settings
@@ -267,8 +267,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         applies = "all clauses (the basic checks will say what is wrong)"
     else:
         target = f"{state.spec} ({kind_name[probe.kind]})"
-        own = sorted({c.clause for c in CHECKS if probe.kind in c.targets}, key=_clause_key)
-        other = sorted({c.clause for c in CHECKS} - set(own), key=_clause_key)
+        own = list(clauses_for(probe.kind))
+        other = [c for c in clauses_for("model_state") if c not in own]
         applies = ", ".join(own) + (
             f"; not applicable to this kind of target: {', '.join(other)}" if other else ""
         )
@@ -287,10 +287,6 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"  device:   {env['device']}, dtype {str(settings.dtype).removeprefix('torch.')}",
     ]
     return lines
-
-
-def _clause_key(clause: str) -> tuple[int, int]:
-    return ("TGDRE".index(clause[0]), int(clause[1:]))
 
 
 class _SuiteCollector(pytest.Collector):
@@ -412,7 +408,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if not state.records:
         return
-    from rtmm_protocol.conformance.api import settings_summary
+    from rtmm_protocol.conformance.api import kind_notes, settings_summary
     from rtmm_protocol.conformance.environment import environment_info
     from rtmm_protocol.conformance.report import ConformanceReport
 
@@ -433,7 +429,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         strict=state.settings.strict,
         stale_expected_failures=stale,
         unknown_expected_failures=unknown,
-        notes=[] if state.probe.kind else [f"target kind unknown: {state.probe.note}"],
+        notes=kind_notes(state.probe.kind, state.probe.note),
     )
     state.report = report
     path = config.getoption("conformance_report")

@@ -62,9 +62,15 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# The console script, as users run it: unlike ``python -m pytest`` it does not put the
+# invocation directory on sys.path, so importing ``targets`` relies on the plugin.
+_PYTEST = Path(sys.executable).with_name("pytest")
+_COMMAND = [str(_PYTEST)] if _PYTEST.exists() else [sys.executable, "-m", "pytest"]
+
+
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [*_COMMAND, "-p", "no:cacheprovider", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
