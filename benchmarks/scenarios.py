@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
+from rtmm_protocol.encoder_cache import FeatureList
 from rtmm_protocol.reference import PooledEncoderCache
 from rtmm_protocol.types import IntArray
 
@@ -78,10 +79,15 @@ class Workload:
             self.steps[step % len(self.steps)],
         )
 
+    def _register(self, cache: EncoderCache) -> None:
+        # As ``add_request`` stores them (its checks passed when the workload was built).
+        for req_id, features in self.mm_features.items():
+            cache.mm_features[req_id] = FeatureList(features)
+
     def plain_cache(self) -> EncoderCache:
         """An encoder cache over this workload's features and outputs."""
         cache = EncoderCache(self.hidden_size)
-        cache.mm_features.update(self.mm_features)
+        self._register(cache)
         cache.encoder_outputs.update(self.encoder_outputs)
         return cache
 
@@ -89,7 +95,7 @@ class Workload:
         """The same, with every output copied into one pool."""
         rows = sum(int(t.shape[0]) for t in self.encoder_outputs.values())
         cache = PooledEncoderCache(max(rows, 1), self.hidden_size)
-        cache.mm_features.update(self.mm_features)
+        self._register(cache)
         pool = cache.output_pool
         for identifier, output in self.encoder_outputs.items():
             cache.encoder_outputs[identifier] = pool.store(identifier, output)

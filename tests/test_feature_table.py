@@ -8,8 +8,11 @@ gather with the oracle.
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -19,8 +22,14 @@ from hypothesis import strategies as st
 from support.gather_check import assert_matches_oracle, model_for
 from support.profiles import example_budget
 
-from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
+from rtmm_protocol import (
+    EncoderCache,
+    EncoderOutputMissingError,
+    MultiModalFeature,
+    PlaceholderRange,
+)
 from rtmm_protocol.conformance.oracle import oracle_gather
+from rtmm_protocol.encoder_cache import FeatureListDict, VersionedDict
 from rtmm_protocol.reference import EncoderRunner, FeatureTable
 from rtmm_protocol.reference.feature_table import MAX_POSITION
 
@@ -234,6 +243,165 @@ def test_positions_beyond_the_supported_range_are_rejected_by_name() -> None:
     cache.add_request("a", [MultiModalFeature("far", "audio", PlaceholderRange(MAX_POSITION, 2))])
     with pytest.raises(ValueError, match=r"feature 'far' ends at position"):
         FeatureTable().key_bases(cache.mm_features, ["a"])
+
+
+# ---------------------------------------------------------------------- versioned dicts
+
+_DICT_EDITS: dict[str, Callable[[dict[str, list[MultiModalFeature]]], object]] = {
+    "setitem new": lambda d: d.__setitem__("z", [_frame("z", 0)]),
+    "setitem replace": lambda d: d.__setitem__("a", list(d["a"])),
+    "delitem": lambda d: d.__delitem__("a"),
+    "pop": lambda d: d.pop("a"),
+    "popitem": lambda d: d.popitem(),
+    "clear": lambda d: d.clear(),
+    "update": lambda d: d.update(z=[_frame("z", 0)]),
+    "setdefault": lambda d: d.setdefault("z", [_frame("z", 0)]),
+    "ior": lambda d: d.__ior__({"z": [_frame("z", 0)]}),
+}
+
+_LIST_EDITS: dict[str, Callable[[list[MultiModalFeature]], object]] = {
+    "append": lambda f: f.append(_frame("a", 9)),
+    "extend": lambda f: f.extend([_frame("a", 9)]),
+    "insert": lambda f: f.insert(0, _frame("a", 9)),
+    "pop": lambda f: f.pop(),
+    "remove": lambda f: f.remove(f[0]),
+    "clear": lambda f: f.clear(),
+    "setitem": lambda f: f.__setitem__(0, _frame("a", 9)),
+    "setitem slice": lambda f: f.__setitem__(slice(0, 1), [_frame("a", 9)]),
+    "delitem": lambda f: f.__delitem__(0),
+    "delitem slice": lambda f: f.__delitem__(slice(0, 1)),
+    "iadd": lambda f: f.__iadd__([_frame("a", 9)]),
+    "imul": lambda f: f.__imul__(1),
+    "sort": lambda f: f.sort(key=lambda feature: feature.identifier),
+    "reverse": lambda f: f.reverse(),
+}
+
+
+def _two_requests() -> EncoderCache:
+    cache = EncoderCache()
+    cache.add_request("a", [_frame("a", 0), _frame("a", 1)])
+    cache.add_request("b", [_frame("b", 0)])
+    return cache
+
+
+@pytest.mark.parametrize("edit", sorted(_DICT_EDITS))
+def test_every_dict_edit_changes_the_version(edit: str) -> None:
+    for dict_type in (FeatureListDict, VersionedDict):
+        cache = _two_requests()
+        mm_features: VersionedDict[str, list[MultiModalFeature]] = dict_type(cache.mm_features)
+        before = mm_features.version
+        _DICT_EDITS[edit](mm_features)
+        assert mm_features.version != before, (dict_type.__name__, edit)
+
+
+@pytest.mark.parametrize("edit", sorted(_LIST_EDITS))
+def test_every_edit_of_a_registered_list_changes_the_dicts_version(edit: str) -> None:
+    cache = _two_requests()
+    mm_features = cache.mm_features
+    assert isinstance(mm_features, FeatureListDict)
+    assert mm_features.fully_tracked
+    before = mm_features.version
+    _LIST_EDITS[edit](mm_features["a"])
+    assert mm_features.version != before
+
+
+def test_plain_lists_assigned_directly_stay_themselves_but_are_not_tracked() -> None:
+    cache = _two_requests()
+    mm_features = cache.mm_features
+    assert isinstance(mm_features, FeatureListDict)
+    plain = [_frame("c", 0)]
+    mm_features["c"] = plain
+    assert mm_features["c"] is plain  # the caller may keep editing its list
+    tracked = [mm_features.fully_tracked]
+    del mm_features["c"]
+    tracked.append(mm_features.fully_tracked)
+    moved = mm_features.pop("a")  # a tracked list reports to one dict only
+    tracked.append(FeatureListDict(z=moved).fully_tracked)
+    mm_features["a"] = moved
+    tracked.append(mm_features.fully_tracked)
+    assert tracked == [False, True, False, True]
+
+
+def test_versioned_dicts_behave_as_plain_dicts() -> None:
+    cache = _two_requests()
+    cache.encoder_outputs["a-0"] = torch.ones(1, HIDDEN)
+    plain = {req_id: list(features) for req_id, features in cache.mm_features.items()}
+    assert isinstance(cache.mm_features, dict)
+    assert isinstance(cache.mm_features["a"], list)
+    assert cache.mm_features == plain
+    assert repr(cache.mm_features) == repr(plain)
+    assert repr(cache.mm_features["a"]) == repr(plain["a"])
+    for copied in (pickle.loads(pickle.dumps(cache)), copy.deepcopy(cache)):
+        assert copied.mm_features == cache.mm_features
+        assert type(copied.mm_features) is FeatureListDict
+        assert copied.mm_features.fully_tracked  # the copied lists report to the copy
+        assert torch.equal(copied.encoder_outputs["a-0"], cache.encoder_outputs["a-0"])
+        before = copied.mm_features.version
+        copied.mm_features["a"].pop()
+        assert copied.mm_features.version != before
+        assert len(cache.mm_features["a"]) == 2
+    assert pickle.loads(pickle.dumps(cache.mm_features["a"])) == plain["a"]
+
+
+@pytest.mark.parametrize("edit", sorted(_LIST_EDITS))
+def test_gathers_see_every_edit_of_a_registered_list(edit: str) -> None:
+    cache = EncoderCache()
+    names = ["a", "b"]
+    for name in names:
+        cache.add_request(name, [_frame(name, k) for k in range(3)])
+    for k in (*range(3), 9):
+        for name in names:
+            cache.encoder_outputs[f"{name}-{k}"] = torch.full((1, HIDDEN), float(k))
+    runner = EncoderRunner(model_for(True, HIDDEN), 16, HIDDEN, cache, torch.float32, "cpu")
+    for computed in (0, 3, 6):
+        _check_gather(runner, cache, names, computed)
+        _check_gather(runner, cache, names, computed)  # unchanged: the remembered answer
+    features = cache.mm_features["a"]
+    length = len(features)
+    _LIST_EDITS[edit](features)
+    features.sort(key=lambda feature: feature.mm_position.offset)  # keep them valid
+    if len(features) == length:  # the table's documented blind spot: same-length edits
+        runner.planner.table.forget("a")
+    for computed in (0, 3, 6, 27):
+        _check_gather(runner, cache, names, computed)
+
+
+@pytest.mark.parametrize("edit", sorted(_DICT_EDITS))
+def test_gathers_see_every_edit_of_the_outputs_dict(edit: str) -> None:
+    cache = EncoderCache()
+    names = ["a", "b"]
+    for name in names:
+        cache.add_request(name, [_frame(name, 0)])
+        cache.encoder_outputs[f"{name}-0"] = torch.full((1, HIDDEN), 1.0)
+    outputs = cache.encoder_outputs
+    runner = EncoderRunner(model_for(True, HIDDEN), 16, HIDDEN, cache, torch.float32, "cpu")
+    _check_gather(runner, cache, names, 0)
+    # The same edits on the outputs dict, with tensors for values and the keys gathered.
+    replacement = {"a-0": torch.full((1, HIDDEN), 7.0), "b-0": torch.full((1, HIDDEN), 8.0)}
+    actions: dict[str, Callable[[], object]] = {
+        "setitem new": lambda: outputs.__setitem__("z", torch.zeros(1, HIDDEN)),
+        "setitem replace": lambda: outputs.__setitem__("a-0", replacement["a-0"]),
+        "delitem": lambda: outputs.__delitem__("a-0"),
+        "pop": lambda: outputs.pop("a-0"),
+        "popitem": lambda: outputs.popitem(),
+        "clear": lambda: outputs.clear(),
+        "update": lambda: outputs.update(replacement),
+        "setdefault": lambda: outputs.setdefault("z", torch.zeros(1, HIDDEN)),
+        "ior": lambda: outputs.__ior__(replacement),
+    }
+    actions[edit]()
+    if all(f"{name}-0" in outputs for name in names):
+        _check_gather(runner, cache, names, 0)
+    else:
+        with pytest.raises(EncoderOutputMissingError):
+            runner.gather_mm_embeddings(
+                names,
+                2,
+                np.ones(2, dtype=np.int32),
+                np.arange(3, dtype=np.int32),
+                np.zeros(2, dtype=np.int32),
+                np.zeros(2, dtype=np.int32),
+            )
 
 
 # ---------------------------------------------------------------------- property

@@ -16,6 +16,11 @@ shortened list rebuilds that request's segment. Edits that keep a list's identit
 length (assigning ``features[k]``, or a new ``mm_position`` on a registered feature)
 are not visible this way; call :meth:`FeatureTable.forget` for that request. Validation
 mode rebuilds every looked-up request on every call, so checked runs never miss them.
+
+When ``mm_features`` is the cache's own :class:`~rtmm_protocol.encoder_cache.FeatureListDict`
+holding only its tracked lists, even those per-request comparisons are skipped while the
+dict's version and the batch are those of the previous lookup (any edit of the dict or
+of one of its lists changes the version). Any other mapping gets the comparisons.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from rtmm_protocol.encoder_cache import FeatureListDict
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.validation import check_feature_list
 
@@ -98,6 +104,10 @@ class FeatureTable:
         self._batch_lists: list[Sequence[MultiModalFeature]] = []
         self._batch_lens: list[int] = []
         self._batch_key_base = np.zeros(0, dtype=np.int64)
+        # The versioned ``mm_features`` dict and its version when the batch memo was
+        # last checked against it: while both hold, the batch's lists are unchanged.
+        self._checked_dict: object = None
+        self._checked_version = -1
 
     def _allocate(self, size: int) -> None:
         self.start_key = np.full(size, _SENTINEL, dtype=np.int64)
@@ -144,6 +154,15 @@ class FeatureTable:
         ``ValueError`` naming the identifier for unsorted or overlapping features. The
         returned array belongs to the table: read it, do not keep or modify it.
         """
+        version = -1
+        if type(mm_features) is FeatureListDict and mm_features.fully_tracked and not refresh:
+            version = mm_features.version
+            if (
+                version == self._checked_version
+                and mm_features is self._checked_dict
+                and req_ids == self._batch_ids
+            ):
+                return self._batch_key_base
         if len(self._segments) > 2 * len(mm_features) + 64:
             self._drop_unregistered(mm_features)
         if refresh:
@@ -155,6 +174,7 @@ class FeatureTable:
         lens = list(map(len, lists))
         if lens != self._batch_lens or not all(map(operator.is_, lists, self._batch_lists)):
             self._resync(req_ids, lists, lens)
+        self._checked_dict, self._checked_version = mm_features, version
         return self._batch_key_base
 
     def segment_of(self, req_id: str) -> tuple[int, int] | None:

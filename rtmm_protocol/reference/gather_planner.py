@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from rtmm_protocol.encoder_cache import VersionedDict
 from rtmm_protocol.errors import EncoderOutputMissingError
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.reference.feature_table import MAX_POSITION, FeatureTable
@@ -112,6 +113,13 @@ class GatherPlanner:
         # window: decode windows move one position a step, so it is usually still right.
         self._cursor = np.zeros(0, dtype=np.int64)
         self._cursor_generation = -1
+        # Per table entry, the output a versioned ``encoder_outputs`` dict held for it
+        # (``None``: none) and that dict's version then; valid while the version holds.
+        self._outputs: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
+        self._outputs_version = np.zeros(0, dtype=np.int64)
+        self._outputs_found = np.zeros(0, dtype=np.bool_)
+        self._outputs_dict: object = None
+        self._outputs_generation = -1
 
     def plan(
         self,
@@ -327,13 +335,19 @@ class GatherPlanner:
         """Look up the pairs' outputs; drop look-ahead misses, raise for the others (G7)."""
         table = self.table
         ids: list[str] = table.identifier[pairs.feature].tolist()
-        sources: list[torch.Tensor | None] = list(map(encoder_outputs.get, ids))
-        if not all(map(operator.is_not, sources, itertools.repeat(None))):
-            found = np.fromiter(
-                map(operator.is_not, sources, itertools.repeat(None)),
-                dtype=np.bool_,
-                count=len(sources),
-            )
+        sources: list[torch.Tensor | None]
+        found: npt.NDArray[np.bool_] | None = None  # None: every output was found
+        if type(encoder_outputs) is VersionedDict:
+            sources, found = self._remembered_outputs(encoder_outputs, pairs.feature)
+        else:
+            sources = list(map(encoder_outputs.get, ids))
+            if not all(map(operator.is_not, sources, itertools.repeat(None))):
+                found = np.fromiter(
+                    map(operator.is_not, sources, itertools.repeat(None)),
+                    dtype=np.bool_,
+                    count=len(sources),
+                )
+        if found is not None:
             missing = np.flatnonzero(~found)
             owners = pairs.request[missing]
             scheduled_end = num_computed_tokens[owners].astype(np.int64) + scheduled[owners]
@@ -347,6 +361,42 @@ class GatherPlanner:
             sources = list(itertools.compress(sources, found))
             ids = list(itertools.compress(ids, found))
         return pairs, cast(list[torch.Tensor], sources), ids  # the None entries were dropped
+
+    def _remembered_outputs(
+        self, encoder_outputs: VersionedDict[str, torch.Tensor], entries: _I64
+    ) -> tuple[list[torch.Tensor | None], npt.NDArray[np.bool_] | None]:
+        """``encoder_outputs.get`` of each entry's identifier, read only where it may differ.
+
+        An entry's remembered output is reused while the dict's version is the one it
+        was read at: no mutation since means the same lookup would give the same object.
+        Also returns which entries have an output (``None`` when all do).
+        """
+        table = self.table
+        size = table.start_key.shape[0]
+        if (
+            self._outputs_dict is not encoder_outputs
+            or self._outputs_generation != table.generation
+            or self._outputs.shape[0] < size
+        ):
+            # Entries are renumbered by a compaction; a new dict shares no versions.
+            self._outputs = np.full(size, None, dtype=object)
+            self._outputs_version = np.zeros(size, dtype=np.int64)
+            self._outputs_found = np.zeros(size, dtype=np.bool_)
+            self._outputs_dict, self._outputs_generation = encoder_outputs, table.generation
+        version = encoder_outputs.version
+        stale = np.flatnonzero(self._outputs_version[entries] != version)
+        if stale.shape[0]:
+            stale_entries = entries[stale]
+            count = stale.shape[0]
+            outputs = list(map(encoder_outputs.get, table.identifier[stale_entries].tolist()))
+            self._outputs[stale_entries] = np.fromiter(outputs, dtype=object, count=count)
+            self._outputs_found[stale_entries] = np.fromiter(
+                map(operator.is_not, outputs, itertools.repeat(None)), dtype=np.bool_, count=count
+            )
+            self._outputs_version[stale_entries] = version
+        remembered: list[torch.Tensor | None] = self._outputs[entries].tolist()
+        found = self._outputs_found[entries]
+        return remembered, None if found.all() else found
 
     def _check_outputs(self, pairs: _Pairs, outputs: list[torch.Tensor]) -> None:
         """Validation: raise ``ValueError`` naming the identifier for a mis-shaped output."""
