@@ -154,7 +154,7 @@ def test_one_runner_matches_oracle_while_the_cache_changes_between_steps(
     model = model_for(realtime, hidden)
     cache = evolving.cache
     runner = EncoderRunner(model, 256, hidden, cache, torch.float32, "cpu", validate=validate)
-    for _ in range(data.draw(st.integers(2, 6))):
+    for _ in range(data.draw(st.integers(2, 8))):
         evolving.change(data.draw(st.sampled_from(CACHE_CHANGES)))
         call = _draw_call(data, evolving)
         check_gather_call(runner, cache, call, realtime=realtime, hidden_size=hidden)

@@ -107,14 +107,16 @@ class EvolvingCache:
         elif kind == "replace_output" and cached:
             self._store(draw(st.sampled_from(cached)), version=next(self._versions))
         elif kind == "replace_feature_list" and req_ids:
+            # A new list of the same length: only its identity says that it changed.
             req_id = draw(st.sampled_from(req_ids))
-            start = draw(st.integers(0, 4))
-            count = draw(st.integers(0, 3))
-            self.cache.mm_features[req_id] = self.new_features(start, count)
+            count = len(dict.__getitem__(self.cache.mm_features, req_id))
+            new_list = self.new_features(draw(st.integers(0, 4)), count)
+            self.cache.mm_features[req_id] = new_list
         elif kind == "re_add_request" and req_ids:
             req_id = draw(st.sampled_from(req_ids))
+            count = len(dict.__getitem__(self.cache.mm_features, req_id))
             self.cache.remove_request(req_id)
-            self.add_request(req_id)
+            self.cache.add_request(req_id, self.new_features(draw(st.integers(0, 4)), count))
         elif kind == "add_request":
             self.add_request(f"late-{next(self._ids)}")
         elif kind == "remove_request" and len(req_ids) > 1:
