@@ -146,6 +146,4 @@ def implementations() -> Mapping[str, CheckImpl]:
     """Every registered check, keyed by ID, in catalog order."""
     for module in _CHECK_MODULES:
         importlib.import_module(module)
-    return {c.id: _REGISTRY[c.id] for c in CHECKS_BY_ID.values() if c.id in _REGISTRY} | {
-        k: v for k, v in _REGISTRY.items() if k not in CHECKS_BY_ID
-    }
+    return {c.id: _REGISTRY[c.id] for c in CHECKS_BY_ID.values() if c.id in _REGISTRY}

@@ -370,7 +370,10 @@ class FaultyModelState(ReferenceModelState):
         if fault in ("merges-by-replacing", "skips-decode-merge"):
             self._own_merge(input_batch)
         if fault == "separate-real-buffer" and self._other_buffer is not None:
+            # The merged rows end up in a second buffer only; the dummy runs' one keeps
+            # what it had before the step.
             self._other_buffer[: result.shape[0]].copy_(result)
+            result.zero_()
             return self._other_buffer[: result.shape[0]]
         if fault == "returns-unpadded":
             return result[: int(input_batch.num_tokens)]
