@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from functools import partial
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -44,7 +45,11 @@ class KindProbe:
 
 
 def probe_kind(factory: Factory, settings: RunSettings) -> KindProbe:
-    """Build the target once (non-realtime, else realtime) to learn which kind it is."""
+    """Build the target once (non-realtime, else realtime) to learn which kind it is.
+
+    Runs under the check time limit and catches whatever the factory raises: a broken
+    factory must not stop the run before the checks can say what is wrong with it.
+    """
     notes = []
     modes: tuple[Mode, ...] = ("non-realtime", "realtime")
     for mode in modes:
@@ -58,12 +63,16 @@ def probe_kind(factory: Factory, settings: RunSettings) -> KindProbe:
             seed=settings.seed,
         )
         try:
-            target = factory(parts.ctx)
+            target = run_with_timeout(partial(factory, parts.ctx), settings.timeout_s)
         except ModeNotSupported as refusal:
             notes.append(f"{mode}: {refusal.reason}")
             continue
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # reported, then the checks say the rest
             return KindProbe(None, f"the factory raised {describe_error(error)}")
+        if isinstance(target, TimedOut):
+            return KindProbe(None, f"the factory did not return within {target.limit_s:g} s")
         kind = detect_kind(target)
         if kind is None:
             return KindProbe(
