@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 import traceback
-from functools import partial
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
