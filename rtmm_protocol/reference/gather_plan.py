@@ -28,7 +28,8 @@ class MMGatherPlan:
     SPEC G6 list of views from :meth:`pieces`.
 
     Internally a plan is a list of *pieces*, one per (request, feature) pair that
-    contributes: the cached output, the feature's table entry and the rows
+    contributes: the cached output, the feature's table entry (``source_ids``, the
+    outputs' identifiers, are read from the table when not given) and the rows
     ``[row_start, row_end)`` of the output it uses (always contiguous). Row ``j`` of
     :meth:`rows` is row ``j`` of the pieces' concatenation, which lands in ``slots[j]``.
 
@@ -61,7 +62,7 @@ class MMGatherPlan:
         is_mm_embed: torch.Tensor,
         slots: _I64,
         sources: Sequence[torch.Tensor],
-        source_ids: Sequence[str],
+        source_ids: Sequence[str] | None,
         entries: _I64,
         row_start: _I64,
         row_end: _I64,
@@ -149,6 +150,8 @@ class MMGatherPlan:
         pool = self._pool
         if pool is None:
             raise ValueError("this plan has no encoder-output pool; use rows() or pieces()")
+        if self._source_ids is None:
+            self._source_ids = self._table.identifier[self._entries].tolist()
         starts = self._locator.locate(
             pool, self._table, self._entries, self._source_ids, self._sources, self._live
         )

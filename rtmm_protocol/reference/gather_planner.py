@@ -34,6 +34,34 @@ __all__ = ["GatherPlanner"]
 
 _I64 = npt.NDArray[np.int64]
 _EMPTY = np.zeros(0, dtype=np.int64)
+# numpy scalars: ufuncs convert Python ints on every call.
+_ZERO = np.int64(0)
+_MAX_POSITION = np.int64(MAX_POSITION)
+# Up to this size, reductions run faster in Python on the array's list than as numpy
+# methods (about a microsecond of overhead each).
+_SMALL = 48
+
+
+def _all(flags: npt.NDArray[np.bool_]) -> bool:
+    """Whether every flag is set, by the faster route for the size."""
+    if flags.shape[0] <= _SMALL:
+        return all(flags.tolist())
+    return bool(flags.all())
+
+
+def _any(flags: npt.NDArray[np.bool_]) -> bool:
+    """Whether some flag is set, by the faster route for the size."""
+    if flags.shape[0] <= _SMALL:
+        return any(flags.tolist())
+    return bool(flags.any())
+
+
+def _bounds(values: IntArray) -> tuple[int, int]:
+    """``(min, max)`` of a non-empty array, by the faster route for the size."""
+    if values.shape[0] <= _SMALL:
+        listed: list[int] = values.tolist()
+        return min(listed), max(listed)
+    return int(values.min()), int(values.max())
 
 
 class _Pairs:
@@ -114,10 +142,11 @@ class GatherPlanner:
         self._cursor = np.zeros(0, dtype=np.int64)
         self._cursor_generation = -1
         # Per table entry, the output a versioned ``encoder_outputs`` dict held for it
-        # (``None``: none) and that dict's version then; valid while the version holds.
+        # (``None``: none) and that dict's version then (negated when it held none);
+        # valid while the version holds. Versions are positive.
         self._outputs: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
         self._outputs_version = np.zeros(0, dtype=np.int64)
-        self._outputs_found = np.zeros(0, dtype=np.bool_)
+        self._range = np.arange(0, dtype=np.int64)
         self._outputs_dict: object = None
         self._outputs_generation = -1
 
@@ -155,21 +184,25 @@ class GatherPlanner:
                 encoder_outputs,
             )
         scheduled = num_scheduled_tokens[:num_reqs]
-        starts = np.add(num_computed_tokens[:num_reqs], draft_lookahead, dtype=np.int64)
+        starts = num_computed_tokens[:num_reqs].astype(np.int64)
+        if draft_lookahead:
+            starts += draft_lookahead
         first_slots = query_start_loc[:num_reqs]
         key_bases = self.table.key_bases(mm_features, req_ids, refresh=validate)
-        single = int(scheduled.max()) <= 1
-        gathers = scheduled > 0
-        if not self.is_realtime:
-            gathers &= starts < prefill_lens[:num_reqs]
+        fewest, most = _bounds(scheduled)
+        single = most <= 1
         requests: _I64 | None = None  # None: every request gathers
-        if not (single and gathers.all()):
-            requests = np.flatnonzero(gathers)
-            key_bases, starts, first_slots = (
-                key_bases[requests],
-                starts[requests],
-                first_slots[requests],
-            )
+        if not (single and fewest == 1 and self.is_realtime):
+            gathers = scheduled > 0
+            if not self.is_realtime:
+                gathers &= starts < prefill_lens[:num_reqs]
+            if not (single and _all(gathers)):
+                requests = gathers.nonzero()[0]
+                key_bases, starts, first_slots = (
+                    key_bases[requests],
+                    starts[requests],
+                    first_slots[requests],
+                )
         if single:
             pairs = self._single_positions(requests, num_reqs, key_bases, starts, first_slots)
         else:
@@ -185,9 +218,13 @@ class GatherPlanner:
             slots = pairs.first_slot.astype(np.int64)
             mask = np.zeros(total, dtype=np.bool_)
             mask[slots] = True
+        elif not self.table.has_masks:
+            slots = _runs(pairs)
+            mask = np.zeros(total, dtype=np.bool_)
+            mask[slots] = True
         else:
             mask = self._mark(pairs, total)
-            slots = np.flatnonzero(mask)
+            slots = mask.nonzero()[0]
         return self._plan(
             pairs, sources, ids, mask, slots, pool, encoder_outputs, single_rows=single
         )
@@ -196,7 +233,7 @@ class GatherPlanner:
         self,
         pairs: _Pairs,
         sources: list[torch.Tensor],
-        ids: list[str],
+        ids: list[str] | None,
         mask: npt.NDArray[np.bool_],
         slots: _I64,
         pool: EncoderOutputPool | None,
@@ -234,24 +271,36 @@ class GatherPlanner:
     ) -> _Pairs:
         """Pairs for windows of exactly one position: at most one feature covers it."""
         table = self.table
-        keys = key_bases + np.minimum(np.maximum(positions, 0), MAX_POSITION)
+        keys = key_bases + np.minimum(np.maximum(positions, _ZERO), _MAX_POSITION)
         entries, hit = self._covering(keys, requests, num_reqs)
-        entries = entries[hit]
+        every = _all(hit)
+        if not every:
+            entries, keys, first_slots = entries[hit], keys[hit], first_slots[hit]
         # Placeholder index (the output row when there is no is_embed mask).
-        rows = keys[hit] - table.start_key[entries]
-        first_slots = first_slots[hit]
+        rows = keys - table.start_key[entries]
         if table.has_masks:
             mask_base = table.mask_base[entries]
             masked = mask_base >= 0
-            if masked.any():
+            if _any(masked):
                 at = mask_base[masked] + rows[masked]
                 embeds = np.ones(rows.shape[0], dtype=np.bool_)
                 embeds[masked] = table.embeds[at]
                 rows[masked] = table.prefix[at]
-                hit[hit] = embeds
-                entries, rows, first_slots = entries[embeds], rows[embeds], first_slots[embeds]
-        batch_index = np.flatnonzero(hit) if requests is None else requests[hit]
+                if not _all(embeds):
+                    hit[hit] = embeds
+                    every = False
+                    entries, rows, first_slots = entries[embeds], rows[embeds], first_slots[embeds]
+        if every:
+            batch_index = self._arange(num_reqs) if requests is None else requests
+        else:
+            batch_index = hit.nonzero()[0] if requests is None else requests[hit]
         return _Pairs(batch_index, entries, rows, rows + 1, first_slots)
+
+    def _arange(self, size: int) -> _I64:
+        """``np.arange(size)``, sliced from a kept array (read only)."""
+        if self._range.shape[0] < size:
+            self._range = np.arange(2 * size, dtype=np.int64)
+        return self._range[:size]
 
     def _covering(
         self, keys: _I64, requests: _I64 | None, num_reqs: int
@@ -259,7 +308,7 @@ class GatherPlanner:
         """Per key, the first entry ending after it, and whether that entry covers it."""
         table = self.table
         if keys.shape[0] < self.cursor_min_windows:
-            entries = np.searchsorted(table.end_key, keys, side="right")
+            entries = table.end_key.searchsorted(keys, side="right")
             return entries, table.start_key[entries] <= keys
         if self._cursor.shape[0] != num_reqs or self._cursor_generation != table.generation:
             self._cursor = np.zeros(num_reqs, dtype=np.int64)
@@ -270,9 +319,9 @@ class GatherPlanner:
         # batch or the table changed) covers nothing, since keys carry the request.
         guess = guess + (table.end_key[guess] <= keys)
         hit = (table.start_key[guess] <= keys) & (keys < table.end_key[guess])
-        redo = np.flatnonzero(~hit)
+        redo = (~hit).nonzero()[0]
         if redo.shape[0]:
-            found = np.searchsorted(table.end_key, keys[redo], side="right")
+            found = table.end_key.searchsorted(keys[redo], side="right")
             guess[redo] = found
             hit[redo] = table.start_key[found] <= keys[redo]
         if requests is None:
@@ -291,11 +340,11 @@ class GatherPlanner:
     ) -> _Pairs:
         """Every (request, feature) pair whose window holds at least one embed position."""
         table = self.table
-        first = np.searchsorted(
-            table.end_key, key_bases + np.minimum(np.maximum(starts, 0), MAX_POSITION), side="right"
+        first = table.end_key.searchsorted(
+            key_bases + np.minimum(np.maximum(starts, 0), MAX_POSITION), side="right"
         )
-        last = np.searchsorted(
-            table.start_key, key_bases + np.minimum(np.maximum(ends, 0), MAX_POSITION + 1)
+        last = table.start_key.searchsorted(
+            key_bases + np.minimum(np.maximum(ends, 0), MAX_POSITION + 1)
         )
         counts = np.maximum(last - first, 0)
         num_pairs = int(counts.sum())
@@ -314,7 +363,7 @@ class GatherPlanner:
         if table.has_masks:
             mask_base = table.mask_base[entries]
             masked = mask_base >= 0
-            if masked.any():
+            if _any(masked):
                 row_start, row_end = window_start.copy(), window_end.copy()
                 row_start[masked] = table.prefix[mask_base[masked] + window_start[masked]]
                 row_end[masked] = table.prefix[mask_base[masked] + window_end[masked]]
@@ -322,7 +371,7 @@ class GatherPlanner:
             requests[owner], entries, row_start, row_end, first_slot, window_start, window_end
         )
         needed = row_end > row_start
-        return pairs if needed.all() else pairs.take(needed)
+        return pairs if _all(needed) else pairs.take(needed)
 
     def _resolve(
         self,
@@ -331,15 +380,19 @@ class GatherPlanner:
         req_ids: list[str],
         num_computed_tokens: IntArray,
         scheduled: IntArray,
-    ) -> tuple[_Pairs, list[torch.Tensor], list[str]]:
-        """Look up the pairs' outputs; drop look-ahead misses, raise for the others (G7)."""
+    ) -> tuple[_Pairs, list[torch.Tensor], list[str] | None]:
+        """Look up the pairs' outputs; drop look-ahead misses, raise for the others (G7).
+
+        Returns the kept pairs, their outputs and, when at hand, their identifiers.
+        """
         table = self.table
-        ids: list[str] = table.identifier[pairs.feature].tolist()
+        ids: list[str] | None = None  # the plan derives them from the entries when needed
         sources: list[torch.Tensor | None]
         found: npt.NDArray[np.bool_] | None = None  # None: every output was found
         if type(encoder_outputs) is VersionedDict:
             sources, found = self._remembered_outputs(encoder_outputs, pairs.feature)
         else:
+            ids = table.identifier[pairs.feature].tolist()
             sources = list(map(encoder_outputs.get, ids))
             if not all(map(operator.is_not, sources, itertools.repeat(None))):
                 found = np.fromiter(
@@ -348,12 +401,14 @@ class GatherPlanner:
                     count=len(sources),
                 )
         if found is not None:
-            missing = np.flatnonzero(~found)
+            if ids is None:
+                ids = table.identifier[pairs.feature].tolist()
+            missing = (~found).nonzero()[0]
             owners = pairs.request[missing]
             scheduled_end = num_computed_tokens[owners].astype(np.int64) + scheduled[owners]
             # A miss is tolerated only where the feature starts past the scheduled tokens:
             # such features are reached by the drafter's look-ahead alone.
-            inside = np.flatnonzero(table.start[pairs.feature[missing]] < scheduled_end)
+            inside = (table.start[pairs.feature[missing]] < scheduled_end).nonzero()[0]
             if inside.shape[0]:
                 k = int(missing[inside[0]])
                 raise EncoderOutputMissingError(ids[k], req_ids[int(pairs.request[k])])
@@ -381,22 +436,25 @@ class GatherPlanner:
             # Entries are renumbered by a compaction; a new dict shares no versions.
             self._outputs = np.full(size, None, dtype=object)
             self._outputs_version = np.zeros(size, dtype=np.int64)
-            self._outputs_found = np.zeros(size, dtype=np.bool_)
             self._outputs_dict, self._outputs_generation = encoder_outputs, table.generation
+        # An entry read at this version holds it if an output was found, else its negative.
         version = encoder_outputs.version
-        stale = np.flatnonzero(self._outputs_version[entries] != version)
+        seen = self._outputs_version[entries]
+        if _all(seen == version):
+            return self._outputs[entries].tolist(), None
+        stale = ((seen != version) & (seen != -version)).nonzero()[0]
         if stale.shape[0]:
             stale_entries = entries[stale]
             count = stale.shape[0]
             outputs = list(map(encoder_outputs.get, table.identifier[stale_entries].tolist()))
             self._outputs[stale_entries] = np.fromiter(outputs, dtype=object, count=count)
-            self._outputs_found[stale_entries] = np.fromiter(
+            found_now = np.fromiter(
                 map(operator.is_not, outputs, itertools.repeat(None)), dtype=np.bool_, count=count
             )
-            self._outputs_version[stale_entries] = version
+            self._outputs_version[stale_entries] = np.where(found_now, version, -version)
         remembered: list[torch.Tensor | None] = self._outputs[entries].tolist()
-        found = self._outputs_found[entries]
-        return remembered, None if found.all() else found
+        found = self._outputs_version[entries] == version
+        return remembered, None if _all(found) else found
 
     def _check_outputs(self, pairs: _Pairs, outputs: list[torch.Tensor]) -> None:
         """Validation: raise ``ValueError`` naming the identifier for a mis-shaped output."""
@@ -423,9 +481,9 @@ class GatherPlanner:
         if table.has_masks:
             mask_base = table.mask_base[pairs.feature]
             plain = mask_base < 0
-            if not plain.all():
+            if not _all(plain):
                 first, length_plain = first[plain], length[plain]
-                masked = np.flatnonzero(~plain)
+                masked = (~plain).nonzero()[0]
         marks = np.zeros(total + 1, dtype=np.int8)
         marks[first] = 1
         marks[first + length_plain] -= 1
@@ -439,6 +497,19 @@ class GatherPlanner:
             slots = np.repeat(pairs.first_slot[masked], counts) + offset
             mask[slots] = table.embeds[flags]
         return mask
+
+
+def _runs(pairs: _Pairs) -> _I64:
+    """The slots of pairs without ``is_embed`` masks: each fills a run from its first slot.
+
+    Pairs come in slot order and do not overlap, so the runs' concatenation is
+    increasing: slot ``j`` is its pair's first slot plus ``j`` minus the rows before it.
+    """
+    counts = pairs.row_end - pairs.row_start
+    total = int(counts.sum())
+    before = counts.cumsum() - counts
+    slots: _I64 = np.arange(total, dtype=np.int64) + np.repeat(pairs.first_slot - before, counts)
+    return slots
 
 
 def _empty_pairs() -> _Pairs:
