@@ -392,8 +392,9 @@ class GatherPlanner:
         if type(encoder_outputs) is VersionedDict:
             sources, found = self._remembered_outputs(encoder_outputs, pairs.feature)
         else:
-            ids = table.identifier[pairs.feature].tolist()
-            sources = list(map(encoder_outputs.get, ids))
+            names: list[str] = table.identifier[pairs.feature].tolist()
+            ids = names
+            sources = list(map(encoder_outputs.get, names))
             if not all(map(operator.is_not, sources, itertools.repeat(None))):
                 found = np.fromiter(
                     map(operator.is_not, sources, itertools.repeat(None)),
@@ -401,8 +402,7 @@ class GatherPlanner:
                     count=len(sources),
                 )
         if found is not None:
-            if ids is None:
-                ids = table.identifier[pairs.feature].tolist()
+            names = table.identifier[pairs.feature].tolist() if ids is None else ids
             missing = (~found).nonzero()[0]
             owners = pairs.request[missing]
             scheduled_end = num_computed_tokens[owners].astype(np.int64) + scheduled[owners]
@@ -411,10 +411,10 @@ class GatherPlanner:
             inside = (table.start[pairs.feature[missing]] < scheduled_end).nonzero()[0]
             if inside.shape[0]:
                 k = int(missing[inside[0]])
-                raise EncoderOutputMissingError(ids[k], req_ids[int(pairs.request[k])])
+                raise EncoderOutputMissingError(names[k], req_ids[int(pairs.request[k])])
             pairs = pairs.take(found)
             sources = list(itertools.compress(sources, found))
-            ids = list(itertools.compress(ids, found))
+            ids = list(itertools.compress(names, found))
         return pairs, cast(list[torch.Tensor], sources), ids  # the None entries were dropped
 
     def _remembered_outputs(
