@@ -25,6 +25,11 @@ def alternate(
     round ``k``, e.g. to move every path on to the next step's inputs. The garbage
     collector is paused while timing, as ``timeit`` does, so a collection does not land
     on one path at random (the paths make no reference cycles to pile up meanwhile).
+
+    A path's result is freed after its timing stops, and the allocator is then made to
+    merge the freed blocks (untimed): otherwise the next path would pay for the previous
+    one's garbage (freeing a thousand views takes about a millisecond, and the first
+    larger allocation afterwards tens of microseconds), whichever paths those are.
     """
     names = list(paths)
     if before_round is not None:
@@ -45,12 +50,20 @@ def alternate(
             for name in names[shift:] + names[:shift]:
                 fn = paths[name]
                 t0 = time.perf_counter_ns()
-                fn()
+                result = fn()
                 samples[name].append((time.perf_counter_ns() - t0) * 1e-9)
+                del result
+                _settle()
     finally:
         if enabled:
             gc.enable()
     return samples
+
+
+def _settle() -> None:
+    # A block of a few KiB is served from the allocator's large bins, which first merge
+    # every small freed block; paying for that here keeps it out of the next timing.
+    bytearray(1 << 13)
 
 
 def median_us(samples: list[float]) -> float:

@@ -272,6 +272,18 @@ def test_many_streams_decoding_use_cursors_and_match_oracle(pooled: bool) -> Non
         _check_step(runner, True, scenario.req_ids, _shifted(arrays, step), 0, 4)
 
 
+def test_an_earlier_plan_keeps_its_answer_after_later_steps_are_planned() -> None:
+    """The planner's remembered state (cursors, last lookup) is never shared with a plan."""
+    scenario = _decode_scenario(80, frames=12)
+    cache = scenario.build_cache()
+    runner = _runner(scenario, cache, True)
+    arrays = scenario.arrays()
+    plans = [_plan(runner, scenario.req_ids, _shifted(arrays, step), 0) for step in range(6)]
+    for step, plan in enumerate(plans):
+        expected = _expected(cache, True, scenario.req_ids, _shifted(arrays, step), 0)
+        assert_matches_oracle((plan.pieces(), plan.is_mm_embed), expected, cache.encoder_outputs, 4)
+
+
 def test_replaced_output_is_gathered_anew_from_the_mirror() -> None:
     scenario = GatherScenario(
         requests=(

@@ -140,6 +140,8 @@ class GatherPlanner:
         # Per batch index, the table entry found for the request's last single-position
         # window: decode windows move one position a step, so it is usually still right.
         self._cursor = np.zeros(0, dtype=np.int64)
+        self._cursor_start = np.zeros(0, dtype=np.int64)
+        self._cursor_end = np.zeros(0, dtype=np.int64)
         self._cursor_generation = -1
         # Per table entry, the output a versioned ``encoder_outputs`` dict held for it
         # (``None``: none) and that dict's version then (negated when it held none);
@@ -148,6 +150,12 @@ class GatherPlanner:
         self._outputs_version = np.zeros(0, dtype=np.int64)
         self._range = np.arange(0, dtype=np.int64)
         self._outputs_dict: object = None
+        # The last lookup: its entries, their outputs and whether each exists, and the
+        # version it was made at (-1: none).
+        self._last_entries = _EMPTY
+        self._last_outputs: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
+        self._last_found = np.zeros(0, dtype=np.bool_)
+        self._last_version = -1
         self._outputs_generation = -1
 
     def plan(
@@ -272,12 +280,13 @@ class GatherPlanner:
         """Pairs for windows of exactly one position: at most one feature covers it."""
         table = self.table
         keys = key_bases + np.minimum(np.maximum(positions, _ZERO), _MAX_POSITION)
-        entries, hit = self._covering(keys, requests, num_reqs)
+        entries, hit, start_keys = self._covering(keys, requests, num_reqs)
         every = _all(hit)
         if not every:
             entries, keys, first_slots = entries[hit], keys[hit], first_slots[hit]
+            start_keys = start_keys[hit]
         # Placeholder index (the output row when there is no is_embed mask).
-        rows = keys - table.start_key[entries]
+        rows = keys - start_keys
         if table.has_masks:
             mask_base = table.mask_base[entries]
             masked = mask_base >= 0
@@ -304,31 +313,50 @@ class GatherPlanner:
 
     def _covering(
         self, keys: _I64, requests: _I64 | None, num_reqs: int
-    ) -> tuple[_I64, npt.NDArray[np.bool_]]:
-        """Per key, the first entry ending after it, and whether that entry covers it."""
+    ) -> tuple[_I64, npt.NDArray[np.bool_], _I64]:
+        """Per key, the first entry ending after it, whether that entry covers it, and the
+        entry's start key."""
         table = self.table
         if keys.shape[0] < self.cursor_min_windows:
             entries = table.end_key.searchsorted(keys, side="right")
-            return entries, table.start_key[entries] <= keys
+            start_keys = table.start_key[entries]
+            return entries, start_keys <= keys, start_keys
         if self._cursor.shape[0] != num_reqs or self._cursor_generation != table.generation:
             self._cursor = np.zeros(num_reqs, dtype=np.int64)
+            self._cursor_start = table.start_key[self._cursor]
+            self._cursor_end = table.end_key[self._cursor]
             self._cursor_generation = table.generation
-        guess = self._cursor if requests is None else self._cursor[requests]
+        if requests is None:
+            guess, start_keys, end_keys = self._cursor, self._cursor_start, self._cursor_end
+        else:
+            guess = self._cursor[requests]
+            start_keys, end_keys = self._cursor_start[requests], self._cursor_end[requests]
         # The entry found last step, or the next one once the position has passed it. A
         # guess that covers its key is right (features do not overlap); a stale one (the
-        # batch or the table changed) covers nothing, since keys carry the request.
-        guess = guess + (table.end_key[guess] <= keys)
-        hit = (table.start_key[guess] <= keys) & (keys < table.end_key[guess])
-        redo = (~hit).nonzero()[0]
-        if redo.shape[0]:
+        # batch or the table changed) covers nothing, since keys carry the request. The
+        # guesses' keys are kept next to them: the table itself is read only where a
+        # guess moves, which keeps a large step's memory traffic small.
+        moved = (end_keys <= keys).nonzero()[0]
+        if moved.shape[0]:
+            guess[moved] += 1
+            start_keys[moved] = table.start_key[guess[moved]]
+            end_keys[moved] = table.end_key[guess[moved]]
+        hit = (start_keys <= keys) & (keys < end_keys)
+        if not _all(hit):
+            redo = (~hit).nonzero()[0]
             found = table.end_key.searchsorted(keys[redo], side="right")
             guess[redo] = found
-            hit[redo] = table.start_key[found] <= keys[redo]
+            start_keys[redo] = table.start_key[found]
+            end_keys[redo] = table.end_key[found]
+            hit[redo] = start_keys[redo] <= keys[redo]
+        # The returned entries go into the plan: the kept cursor must be another array.
         if requests is None:
-            self._cursor = guess
+            self._cursor = guess.copy()
         else:
             self._cursor[requests] = guess
-        return guess, hit
+            self._cursor_start[requests] = start_keys
+            self._cursor_end[requests] = end_keys
+        return guess, hit, start_keys
 
     def _windows(
         self,
@@ -437,11 +465,36 @@ class GatherPlanner:
             self._outputs = np.full(size, None, dtype=object)
             self._outputs_version = np.zeros(size, dtype=np.int64)
             self._outputs_dict, self._outputs_generation = encoder_outputs, table.generation
-        # An entry read at this version holds it if an output was found, else its negative.
+            self._last_version = -1
         version = encoder_outputs.version
+        last = self._last_entries
+        if self._last_version == version and last.shape[0] == entries.shape[0]:
+            # Consecutive decode steps mostly ask for the entries of the step before, in
+            # the same order: those come from this small array, not the table-sized ones
+            # (whose scattered reads cost most of a large step when the caches are cold).
+            same = last == entries
+            if _all(same):
+                outputs, found = self._last_outputs, self._last_found
+            else:
+                changed = (~same).nonzero()[0]
+                outputs, found = self._last_outputs.copy(), self._last_found.copy()
+                outputs[changed], found[changed] = self._outputs_of(
+                    encoder_outputs, entries[changed], version
+                )
+        else:
+            outputs, found = self._outputs_of(encoder_outputs, entries, version)
+        self._last_entries, self._last_outputs, self._last_found = entries, outputs, found
+        self._last_version = version
+        remembered: list[torch.Tensor | None] = outputs.tolist()
+        return remembered, None if _all(found) else found
+
+    def _outputs_of(
+        self, encoder_outputs: VersionedDict[str, torch.Tensor], entries: _I64, version: int
+    ) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]:
+        """The outputs of ``entries`` (object array) and which exist, via the table memo."""
+        table = self.table
+        # An entry read at this version holds it if an output was found, else its negative.
         seen = self._outputs_version[entries]
-        if _all(seen == version):
-            return self._outputs[entries].tolist(), None
         stale = ((seen != version) & (seen != -version)).nonzero()[0]
         if stale.shape[0]:
             stale_entries = entries[stale]
@@ -452,9 +505,9 @@ class GatherPlanner:
                 map(operator.is_not, outputs, itertools.repeat(None)), dtype=np.bool_, count=count
             )
             self._outputs_version[stale_entries] = np.where(found_now, version, -version)
-        remembered: list[torch.Tensor | None] = self._outputs[entries].tolist()
-        found = self._outputs_version[entries] == version
-        return remembered, None if _all(found) else found
+            seen = self._outputs_version[entries]
+        found: npt.NDArray[np.bool_] = seen == version
+        return self._outputs[entries], found
 
     def _check_outputs(self, pairs: _Pairs, outputs: list[torch.Tensor]) -> None:
         """Validation: raise ``ValueError`` naming the identifier for a mis-shaped output."""
