@@ -37,6 +37,7 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 # numpy scalars: ufuncs convert Python ints on every call.
 _ZERO = np.int64(0)
 _MAX_POSITION = np.int64(MAX_POSITION)
+_MAX_END = np.int64(MAX_POSITION + 1)
 # Up to this size, reductions run faster in Python on the array's list than as numpy
 # methods (about a microsecond of overhead each).
 _SMALL = 48
@@ -228,8 +229,11 @@ class GatherPlanner:
             mask[slots] = True
         elif not self.table.has_masks:
             slots = _runs(pairs)
-            mask = np.zeros(total, dtype=np.bool_)
-            mask[slots] = True
+            if slots.shape[0] == total:  # every scheduled token takes a row
+                mask = np.ones(total, dtype=np.bool_)
+            else:
+                mask = np.zeros(total, dtype=np.bool_)
+                mask[slots] = True
         else:
             mask = self._mark(pairs, total)
             slots = mask.nonzero()[0]
@@ -369,22 +373,24 @@ class GatherPlanner:
         """Every (request, feature) pair whose window holds at least one embed position."""
         table = self.table
         first = table.end_key.searchsorted(
-            key_bases + np.minimum(np.maximum(starts, 0), MAX_POSITION), side="right"
+            key_bases + np.minimum(np.maximum(starts, _ZERO), _MAX_POSITION), side="right"
         )
         last = table.start_key.searchsorted(
-            key_bases + np.minimum(np.maximum(ends, 0), MAX_POSITION + 1)
+            key_bases + np.minimum(np.maximum(ends, _ZERO), _MAX_END)
         )
-        counts = np.maximum(last - first, 0)
-        num_pairs = int(counts.sum())
+        counts = last - first
+        np.maximum(counts, _ZERO, out=counts)
+        runs_end = counts.cumsum()
+        num_pairs = int(runs_end[-1]) if runs_end.shape[0] else 0
         if num_pairs == 0:
             return _empty_pairs()
-        owner = np.repeat(np.arange(requests.shape[0]), counts)
-        entries = np.arange(num_pairs, dtype=np.int64) + np.repeat(
-            first - (np.cumsum(counts) - counts), counts
-        )
+        owner = np.repeat(self._arange(requests.shape[0]), counts)
+        # Pair j of request i's run is entry first_i + (j - pairs before request i).
+        entries = self._arange(num_pairs) + np.repeat(first - runs_end + counts, counts)
+        request_start = starts[owner]
         feature_start = table.start[entries]
-        window_start = np.maximum(starts[owner], feature_start)
-        first_slot = first_slots[owner] + (window_start - starts[owner])
+        window_start = np.maximum(request_start, feature_start)
+        first_slot = np.repeat(first_slots - starts, counts) + window_start
         window_start -= feature_start
         window_end = np.minimum(ends[owner], table.end[entries]) - feature_start
         row_start, row_end = window_start, window_end
