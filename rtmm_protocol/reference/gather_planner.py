@@ -474,7 +474,11 @@ class GatherPlanner:
             self._last_version = -1
         version = encoder_outputs.version
         last = self._last_entries
-        if self._last_version == version and last.shape[0] == entries.shape[0]:
+        if (
+            self._last_version == version
+            and last.shape[0] == entries.shape[0]
+            and entries.shape[0] > _SMALL
+        ):
             # Consecutive decode steps mostly ask for the entries of the step before, in
             # the same order: those come from this small array, not the table-sized ones
             # (whose scattered reads cost most of a large step when the caches are cold).
@@ -501,7 +505,10 @@ class GatherPlanner:
         table = self.table
         # An entry read at this version holds it if an output was found, else its negative.
         seen = self._outputs_version[entries]
-        stale = ((seen != version) & (seen != -version)).nonzero()[0]
+        found: npt.NDArray[np.bool_] = seen == version
+        if _all(found):
+            return self._outputs[entries], found
+        stale = (~found & (seen != -version)).nonzero()[0]
         if stale.shape[0]:
             stale_entries = entries[stale]
             count = stale.shape[0]
@@ -511,8 +518,7 @@ class GatherPlanner:
                 map(operator.is_not, outputs, itertools.repeat(None)), dtype=np.bool_, count=count
             )
             self._outputs_version[stale_entries] = np.where(found_now, version, -version)
-            seen = self._outputs_version[entries]
-        found: npt.NDArray[np.bool_] = seen == version
+            found = self._outputs_version[entries] == version
         return self._outputs[entries], found
 
     def _check_outputs(self, pairs: _Pairs, outputs: list[torch.Tensor]) -> None:
