@@ -8,6 +8,8 @@ per-request cursors and the remembered pool locations are exercised as engines u
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Mapping
 
 import numpy as np
@@ -19,7 +21,12 @@ from support.cache_snapshot import ArraySnapshot, CacheSnapshot
 from support.gather_check import assert_matches_oracle, model_for
 from support.profiles import example_budget
 
-from rtmm_protocol import EncoderCache, EncoderOutputMissingError
+from rtmm_protocol import (
+    EncoderCache,
+    EncoderOutputMissingError,
+    MultiModalFeature,
+    PlaceholderRange,
+)
 from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
 from rtmm_protocol.conformance.strategies import (
     FeatureSpec,
@@ -282,6 +289,25 @@ def test_an_earlier_plan_keeps_its_answer_after_later_steps_are_planned() -> Non
     for step, plan in enumerate(plans):
         expected = _expected(cache, True, scenario.req_ids, _shifted(arrays, step), 0)
         assert_matches_oracle((plan.pieces(), plan.is_mm_embed), expected, cache.encoder_outputs, 4)
+
+
+def test_freed_outputs_are_not_kept_alive_by_the_planner() -> None:
+    cache = EncoderCache(4)
+    features = [MultiModalFeature(f"f{k}", "audio", PlaceholderRange(2 * k, 2)) for k in range(2)]
+    cache.add_request("a", features)
+    for feature in features:
+        cache.encoder_outputs[feature.identifier] = torch.ones(2, 4)
+    runner = EncoderRunner(model_for(True, 4), 8, 4, cache, torch.float32, "cpu")
+    one = np.ones(1, dtype=np.int32)
+    qsl = np.array([0, 1], dtype=np.int32)
+    for position in (0, 1, 2):
+        runner.plan_mm_gather(["a"], 1, one, qsl, one, np.array([position], dtype=np.int32))
+    freed = weakref.ref(cache.encoder_outputs["f0"])
+    cache.free_encoder_output("f0")
+    plan = runner.plan_mm_gather(["a"], 1, one, qsl, one, np.array([3], dtype=np.int32))
+    assert plan.num_rows == 1
+    gc.collect()
+    assert freed() is None
 
 
 def test_replaced_output_is_gathered_anew_from_the_mirror() -> None:

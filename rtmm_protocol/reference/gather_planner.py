@@ -34,6 +34,7 @@ __all__ = ["GatherPlanner"]
 
 _I64 = npt.NDArray[np.int64]
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NO_OUTPUTS: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
 # numpy scalars: ufuncs convert Python ints on every call.
 _ZERO = np.int64(0)
 _MAX_POSITION = np.int64(MAX_POSITION)
@@ -154,9 +155,12 @@ class GatherPlanner:
         # The last lookup: its entries, their outputs and whether each exists, and the
         # version it was made at (-1: none).
         self._last_entries = _EMPTY
-        self._last_outputs: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
+        self._last_outputs = _NO_OUTPUTS
         self._last_found = np.zeros(0, dtype=np.bool_)
         self._last_version = -1
+        # The entries given an output at version ``_filled_version``.
+        self._filled: list[_I64] = []
+        self._filled_version = -1
         self._outputs_generation = -1
 
     def plan(
@@ -472,7 +476,16 @@ class GatherPlanner:
             self._outputs_version = np.zeros(size, dtype=np.int64)
             self._outputs_dict, self._outputs_generation = encoder_outputs, table.generation
             self._last_version = -1
+            self._filled = []
         version = encoder_outputs.version
+        if version != self._filled_version:
+            # Outputs remembered at an older version are never used again: let go of them,
+            # so that a freed output is not kept alive here.
+            if self._filled:
+                self._outputs[np.concatenate(self._filled)] = None
+                self._filled = []
+            self._last_outputs = _NO_OUTPUTS
+            self._filled_version = version
         last = self._last_entries
         if (
             self._last_version == version
@@ -518,6 +531,7 @@ class GatherPlanner:
                 map(operator.is_not, outputs, itertools.repeat(None)), dtype=np.bool_, count=count
             )
             self._outputs_version[stale_entries] = np.where(found_now, version, -version)
+            self._filled.append(stale_entries)
             found = self._outputs_version[entries] == version
         return self._outputs[entries], found
 
