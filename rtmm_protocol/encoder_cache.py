@@ -191,7 +191,10 @@ class FeatureListDict(VersionedDict[str, list[_T]]):
     report their edits to this dict. A plain list assigned directly is stored as it is
     (the caller may keep editing it), but this dict cannot see its edits: while it holds
     any such list, :attr:`fully_tracked` is ``False`` and consumers must not rely on
-    :attr:`~VersionedDict.version` alone.
+    :attr:`~VersionedDict.version` alone. Only edits made through the objects' own
+    methods are seen: calling the base class's (``list.append(features, f)``,
+    ``dict.__setitem__(d, k, v)``) or C code that writes list items directly (``heapq``)
+    goes around the tracking, as it would around any subclass.
     """
 
     _untracked = 0
