@@ -513,3 +513,17 @@ def test_e3_builder_rejects_padding_below_the_token_count() -> None:
         ReferenceInputBatch.from_requests(["a"], [3], [0], [3, 1])
     with pytest.raises(ValueError, match=r"num_computed_tokens must be non-negative, got \[-1\]"):
         ReferenceInputBatch.from_requests(["a"], [3], [-1], [3])
+
+
+@pytest.mark.parametrize("total", [3, 9])
+def test_e3_runner_rejects_a_total_that_disagrees_with_query_start_loc_without_validation(
+    total: int,
+) -> None:
+    cache = EncoderCache()
+    cache.add_request("a", [encodable_feature("a0", 0, 8)])
+    cache.encoder_outputs["a0"] = torch.zeros(8, HIDDEN)
+    runner = EncoderRunner(
+        model_for(True, HIDDEN), MAX, HIDDEN, cache, torch.float32, "cpu", validate=False
+    )
+    with pytest.raises(ValueError, match=rf"total_num_scheduled_tokens is {total} but"):
+        runner.gather_mm_embeddings(["a"], total, _i32(6), _i32(0, 6), _i32(10), _i32(0))

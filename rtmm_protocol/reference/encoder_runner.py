@@ -153,9 +153,10 @@ class EncoderRunner:
                 draft_lookahead,
                 known_req_ids=cache.mm_features,
             )
-        elif draft_lookahead < 0:
-            # A negative look-ahead would shift windows before the computed tokens.
-            raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
+        else:
+            _check_batch_bounds(
+                len(req_ids), total_num_scheduled_tokens, query_start_loc, draft_lookahead
+            )
         return self.planner.plan(
             cache.mm_features,
             cache.encoder_outputs,
@@ -191,6 +192,25 @@ class EncoderRunner:
             draft_lookahead,
         )
         return plan.pieces(), plan.is_mm_embed
+
+
+def _check_batch_bounds(
+    num_reqs: int, total_num_scheduled_tokens: int, query_start_loc: IntArray, draft_lookahead: int
+) -> None:
+    """The checks that stay on without validation: they keep the mask from being cut short."""
+    if draft_lookahead < 0:
+        # A negative look-ahead would shift windows before the computed tokens.
+        raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
+    if len(query_start_loc) <= num_reqs:
+        raise ValueError(
+            f"query_start_loc has {len(query_start_loc)} entries, expected at least {num_reqs + 1}"
+        )
+    scheduled_end = int(query_start_loc[num_reqs])
+    if scheduled_end != total_num_scheduled_tokens:
+        raise ValueError(
+            f"total_num_scheduled_tokens is {total_num_scheduled_tokens} but query_start_loc"
+            f"[{num_reqs}] = {scheduled_end} ends the scheduled tokens"
+        )
 
 
 def _check_pool(
