@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from _pytest.mark.structures import MarkDecorator
 
 __all__ = [
+    "FactoryLike",
     "check_model_state",
     "kind_notes",
     "known_versions",
@@ -66,8 +67,10 @@ __all__ = [
     "replay",
     "resolve_factory",
     "SettingOptions",
+    "settings_summary",
 ]
 
+#: A factory, or its ``"module:function"`` spec.
 FactoryLike = Factory | str
 
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from rtmm_protocol.conformance.xfail import XfailFile
 
 __all__ = [
+    "ConformanceFailedError",
     "ConformanceItem",
     "pytest_addoption",
     "pytest_collection",

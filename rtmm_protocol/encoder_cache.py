@@ -123,6 +123,8 @@ class _Absent:
 _ABSENT = _Absent()
 
 
+# The list methods that only add items at the end (a realtime stream growing).
+_APPENDING_EDITS = frozenset({"append", "extend", "__iadd__"})
 # Every list method that mutates in place.
 _LIST_EDITS = (
     "__setitem__",
@@ -149,16 +151,25 @@ class FeatureList(list[_T]):
     it is a plain list; copies and pickles start without an owner.
     """
 
-    __slots__ = ("_owner",)
+    __slots__ = ("_owner", "rewritten_at")
 
     def __init__(self, items: Iterable[_T] = ()) -> None:
         super().__init__(items)
         self._owner: FeatureListDict[Any] | None = None
+        #: Stamp of the last edit that was not an append (0: none). Consumers that
+        #: follow appends incrementally rebuild a list whose stamp moved.
+        self.rewritten_at = 0
 
     def _touch(self) -> None:
         owner = self._owner
         if owner is not None:
             owner._touch()
+
+    def _rewritten(self) -> None:
+        self.rewritten_at = stamp = next(_stamps)
+        owner = self._owner
+        if owner is not None:
+            owner.rewrite_stamp = stamp
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (list(self),))
@@ -168,10 +179,14 @@ def _reporting(name: str) -> Callable[..., Any]:
     """``list.<name>``, followed by a report to the owning dict even when it raises."""
     edit = getattr(list, name)
 
+    appends_only = name in _APPENDING_EDITS
+
     def reporting_edit(self: FeatureList[Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return edit(self, *args, **kwargs)
         finally:
+            if not appends_only:
+                self._rewritten()
             self._touch()
 
     reporting_edit.__name__ = name
@@ -198,6 +213,8 @@ class FeatureListDict(VersionedDict[str, list[_T]]):
     """
 
     _untracked = 0
+    #: Stamp of the last non-append edit of any of its lists (0: none).
+    rewrite_stamp = 0
 
     @property
     def fully_tracked(self) -> bool:

@@ -527,3 +527,41 @@ def test_e3_runner_rejects_a_total_that_disagrees_with_query_start_loc_without_v
     )
     with pytest.raises(ValueError, match=rf"total_num_scheduled_tokens is {total} but"):
         runner.gather_mm_embeddings(["a"], total, _i32(6), _i32(0, 6), _i32(10), _i32(0))
+
+
+@pytest.mark.parametrize(
+    ("change", "pattern"),
+    [
+        ({"num_computed_tokens": _i32(0)}, r"num_computed_tokens has shape \(1,\)"),
+        ({"num_scheduled_tokens": [3, 3]}, r"num_scheduled_tokens must be a numpy integer array"),
+        ({"prefill_lens": np.array([9.0, 9.0])}, r"prefill_lens must be a numpy integer array"),
+        ({"query_start_loc": _i32(0, 3)}, r"query_start_loc has shape \(2,\)"),
+        ({"draft_lookahead": 1.0}, r"draft_lookahead must be an int, got 1.0"),
+        (
+            {"total_num_scheduled_tokens": "6"},
+            r"total_num_scheduled_tokens must be an int, got '6'",
+        ),
+    ],
+    ids=["short array", "list", "float array", "short query_start_loc", "float L", "str total"],
+)
+def test_e3_runner_rejects_malformed_arguments_by_name_without_validation(
+    change: dict[str, object], pattern: str
+) -> None:
+    cache = EncoderCache()
+    for name in ("a", "b"):
+        cache.add_request(name, [encodable_feature(f"{name}0", 0, 8)])
+        cache.encoder_outputs[f"{name}0"] = torch.zeros(8, HIDDEN)
+    runner = EncoderRunner(
+        model_for(True, HIDDEN), MAX, HIDDEN, cache, torch.float32, "cpu", validate=False
+    )
+    args: dict[str, object] = {
+        "req_ids": ["a", "b"],
+        "total_num_scheduled_tokens": 6,
+        "num_scheduled_tokens": _i32(3, 3),
+        "query_start_loc": _i32(0, 3, 6),
+        "prefill_lens": _i32(9, 9),
+        "num_computed_tokens": _i32(0, 0),
+        "draft_lookahead": 0,
+    }
+    with pytest.raises(ValueError, match=pattern):
+        runner.gather_mm_embeddings(**{**args, **change})  # type: ignore[arg-type]

@@ -44,9 +44,9 @@ from rtmm_protocol.conformance.strategies import (
 __all__ = ["life_machine"]
 
 #: ``(gap before it, length, is_embed or None, cached at once)`` of a new feature.
-FeatureShape = tuple[int, int, tuple[bool, ...] | None, bool]
+_FeatureShape = tuple[int, int, tuple[bool, ...] | None, bool]
 
-_feature_shapes: st.SearchStrategy[FeatureShape] = st.integers(1, 6).flatmap(
+_feature_shapes: st.SearchStrategy[_FeatureShape] = st.integers(1, 6).flatmap(
     lambda n: st.tuples(
         st.integers(0, 4),
         st.just(n),
@@ -89,7 +89,7 @@ def life_machine(run: CheckRun) -> type[RuleBasedStateMachine]:
 
         # -------------------------------------------------------------- events
 
-        def _new_feature(self, offset: int, shape: FeatureShape) -> FeatureSpec:
+        def _new_feature(self, offset: int, shape: _FeatureShape) -> FeatureSpec:
             _, length, mask, cached = shape
             identifier = f"q{self.counter}"
             self.ordinals[identifier] = self.counter
@@ -103,13 +103,13 @@ def life_machine(run: CheckRun) -> type[RuleBasedStateMachine]:
                 cache.encoder_outputs[spec.identifier] = output.to(run.device)
 
         @initialize(prompts=st.lists(_prompt_shapes, min_size=1, max_size=3))
-        def start(self, prompts: list[tuple[int, list[FeatureShape]]]) -> None:
+        def start(self, prompts: list[tuple[int, list[_FeatureShape]]]) -> None:
             for prefill_len, shapes in prompts:
                 self.add_request(prefill_len, shapes)
 
         @precondition(lambda self: len(self.requests) < max_requests)
         @rule(prefill_len=st.integers(0, 20), shapes=st.lists(_feature_shapes, max_size=3))
-        def add_request(self, prefill_len: int, shapes: list[FeatureShape]) -> None:
+        def add_request(self, prefill_len: int, shapes: list[_FeatureShape]) -> None:
             req_id = f"req-{self.counter}"
             self.counter += 1
             request = _Request(prefill_len)
@@ -127,7 +127,7 @@ def life_machine(run: CheckRun) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: bool(self.requests))
         @rule(choice=_choice, shape=_feature_shapes)
-        def append_feature(self, choice: int, shape: FeatureShape) -> None:
+        def append_feature(self, choice: int, shape: _FeatureShape) -> None:
             req_id = sorted(self.requests)[choice % len(self.requests)]
             request = self.requests[req_id]
             spec = self._new_feature(max(request.end, request.computed) + shape[0], shape)
@@ -315,7 +315,7 @@ def _compare(call: GatherCall) -> None:
 #: Hand-written lives run before the random ones, each a list of ``(rule, arguments)``:
 #: a stream that grows while the prompt is still being processed, then decodes; and
 #: requests that come and go while outputs are freed and cached again.
-SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
+_SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
     (
         ("start", {"prompts": [(12, [(0, 3, None, True)])]}),
         ("step_all", {"size": 2}),
@@ -363,7 +363,7 @@ def _run_script(
 def _stateful_life(run: CheckRun) -> None:
     run.build()  # a refused mode skips here, before Hypothesis starts
     machine_class = life_machine(run)
-    for script in SCRIPTED_LIVES:
+    for script in _SCRIPTED_LIVES:
         try:
             _run_script(machine_class, script, run.kind == "model_state")
         except CheckFailure as failure:

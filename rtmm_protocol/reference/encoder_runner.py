@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 
 from rtmm_protocol.encoder_cache import EncoderCache
@@ -155,7 +156,13 @@ class EncoderRunner:
             )
         else:
             _check_batch_bounds(
-                len(req_ids), total_num_scheduled_tokens, query_start_loc, draft_lookahead
+                len(req_ids),
+                total_num_scheduled_tokens,
+                draft_lookahead,
+                num_scheduled_tokens=num_scheduled_tokens,
+                query_start_loc=query_start_loc,
+                prefill_lens=prefill_lens,
+                num_computed_tokens=num_computed_tokens,
             )
         return self.planner.plan(
             cache.mm_features,
@@ -195,21 +202,45 @@ class EncoderRunner:
 
 
 def _check_batch_bounds(
-    num_reqs: int, total_num_scheduled_tokens: int, query_start_loc: IntArray, draft_lookahead: int
+    num_reqs: int,
+    total_num_scheduled_tokens: int,
+    draft_lookahead: int,
+    **arrays: IntArray,
 ) -> None:
-    """The checks that stay on without validation: they keep the mask from being cut short."""
+    """The constant-time checks that stay on without validation.
+
+    They keep a malformed call from failing deep inside numpy or from returning a mask
+    that is cut short or padded with slots no request owns (SPEC E3); the full checks
+    of SPEC E1 run when validation is on.
+    """
+    if isinstance(draft_lookahead, bool) or not isinstance(draft_lookahead, (int, np.integer)):
+        raise ValueError(f"draft_lookahead must be an int, got {draft_lookahead!r}")
     if draft_lookahead < 0:
         # A negative look-ahead would shift windows before the computed tokens.
         raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
-    if len(query_start_loc) <= num_reqs:
+    if isinstance(total_num_scheduled_tokens, bool) or not isinstance(
+        total_num_scheduled_tokens, (int, np.integer)
+    ):
         raise ValueError(
-            f"query_start_loc has {len(query_start_loc)} entries, expected at least {num_reqs + 1}"
+            f"total_num_scheduled_tokens must be an int, got {total_num_scheduled_tokens!r}"
         )
-    scheduled_end = int(query_start_loc[num_reqs])
+    for name, array in arrays.items():
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "iu":
+            raise ValueError(
+                f"{name} must be a numpy integer array, got "
+                f"{getattr(array, 'dtype', type(array).__name__)}"
+            )
+        needed = num_reqs + 1 if name == "query_start_loc" else num_reqs
+        if array.ndim != 1 or array.shape[0] < needed:
+            raise ValueError(
+                f"{name} has shape {array.shape}, expected at least {needed} entries for "
+                f"{num_reqs} requests"
+            )
+    scheduled_end = int(arrays["query_start_loc"][num_reqs])
     if scheduled_end != total_num_scheduled_tokens:
         raise ValueError(
-            f"total_num_scheduled_tokens is {total_num_scheduled_tokens} but query_start_loc"
-            f"[{num_reqs}] = {scheduled_end} ends the scheduled tokens"
+            f"total_num_scheduled_tokens is {total_num_scheduled_tokens!r} but "
+            f"query_start_loc[{num_reqs}] = {scheduled_end} ends the scheduled tokens"
         )
 
 

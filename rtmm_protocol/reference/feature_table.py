@@ -12,10 +12,13 @@ tests may change directly. Each lookup therefore compares, for the requests aske
 the list object and its length with what the table saw last (C-level ``map`` calls, a
 few tens of nanoseconds per request) and re-syncs only the requests that changed: an
 appended feature (a realtime stream growing) costs ``O(1)`` amortized, a replaced or
-shortened list rebuilds that request's segment. Edits that keep a list's identity and
-length (assigning ``features[k]``, or a new ``mm_position`` on a registered feature)
-are not visible this way; call :meth:`FeatureTable.forget` for that request. Validation
-mode rebuilds every looked-up request on every call, so checked runs never miss them.
+shortened list rebuilds that request's segment. The cache's own tracked lists
+(:class:`~rtmm_protocol.encoder_cache.FeatureList`) also stamp every edit that is not an
+append, so an item replaced in place (``features[k] = x``) rebuilds that segment too.
+For a plain list assigned directly, edits that keep its identity and length (assigning
+``features[k]``), and for any list a new ``mm_position`` on a registered feature, are
+not visible; call :meth:`FeatureTable.forget` for that request. Validation mode rebuilds
+every looked-up request on every call, so checked runs never miss them.
 
 When ``mm_features`` is the cache's own :class:`~rtmm_protocol.encoder_cache.FeatureListDict`
 holding only its tracked lists, even those per-request comparisons are skipped while the
@@ -61,6 +64,7 @@ class _Segment:
     count: int
     features: Sequence[MultiModalFeature]  # the list object last synced
     last: MultiModalFeature | None  # its last element then, to recognise an append
+    rewritten_at: int = 0  # the list's FeatureList.rewritten_at when synced
 
 
 _Item = TypeVar("_Item", bound=np.generic)
@@ -108,6 +112,9 @@ class FeatureTable:
         # last checked against it: while both hold, the batch's lists are unchanged.
         self._checked_dict: object = None
         self._checked_version = -1
+        # ``rewrite_stamp`` of the mapping at the last lookup: while it holds, no tracked
+        # list was edited in place other than by appends.
+        self._checked_rewrite_stamp = 0
 
     def _allocate(self, size: int) -> None:
         self.start_key = np.full(size, _SENTINEL, dtype=np.int64)
@@ -163,6 +170,10 @@ class FeatureTable:
                 and req_ids == self._batch_ids
             ):
                 return self._batch_key_base
+        rewrite_stamp = getattr(mm_features, "rewrite_stamp", 0)
+        if rewrite_stamp != self._checked_rewrite_stamp:
+            self._drop_rewritten()
+            self._checked_rewrite_stamp = rewrite_stamp
         if len(self._segments) > 2 * len(mm_features) + 64:
             self._drop_unregistered(mm_features)
         if refresh:
@@ -189,6 +200,12 @@ class FeatureTable:
             self._release(segment)
             del self._key_base_of[req_id], self._list_of[req_id], self._count_of[req_id]
         self._batch_ids = []  # the batch memo may name the dropped segment
+
+    def _drop_rewritten(self) -> None:
+        """Forget the segments of tracked lists edited other than by appends since synced."""
+        for req_id, segment in list(self._segments.items()):
+            if getattr(segment.features, "rewritten_at", 0) != segment.rewritten_at:
+                self.forget(req_id)
 
     def _load_batch(self, req_ids: list[str]) -> None:
         self._batch_ids = list(req_ids)
@@ -264,7 +281,9 @@ class FeatureTable:
         self._reserve(capacity + 1)  # + 1 keeps a sentinel after the last entry
         key_base = self._next_key << _POSITION_BITS
         self._next_key += 1
-        segment = _Segment(key_base, self._used, capacity, 0, features, None)
+        segment = _Segment(
+            key_base, self._used, capacity, 0, features, None, getattr(features, "rewritten_at", 0)
+        )
         entries = slice(segment.base, segment.base + capacity)
         self.start_key[entries] = key_base + _PAD
         self.end_key[entries] = key_base + _PAD

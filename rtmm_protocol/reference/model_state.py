@@ -168,5 +168,6 @@ class ReferenceModelState:
         device_mask = self._mask_device[:n]
         device_mask.copy_(self._mask_staging[:n], non_blocking=True)
         self._mask_copied = torch.cuda.Event()  # type: ignore[no-untyped-call]  # untyped in torch
-        self._mask_copied.record()
+        # The copy was queued on this device's stream, which need not be the current one.
+        self._mask_copied.record(torch.cuda.current_stream(self.device))
         return device_mask

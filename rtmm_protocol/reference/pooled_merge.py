@@ -87,7 +87,8 @@ class PooledRowMerger:
         self.slot_sources[:reset].copy_(self._staging[:reset], non_blocking=True)
         if self.slot_sources.device.type == "cuda":
             self._staged = torch.cuda.Event()  # type: ignore[no-untyped-call]  # untyped in torch
-            self._staged.record()
+            # The copy was queued on the pool device's stream, which need not be current.
+            self._staged.record(torch.cuda.current_stream(self.slot_sources.device))
         self._num_tokens = num_tokens
 
     def gather_slot_rows(self, num_tokens: int | None = None) -> torch.Tensor:
