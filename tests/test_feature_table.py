@@ -62,7 +62,7 @@ def _assert_mirrors(table: FeatureTable, req_id: str, features: list[MultiModalF
 
 
 def _sync(table: FeatureTable, cache: EncoderCache, *req_ids: str) -> np.ndarray:
-    return table.key_bases(cache.mm_features, list(req_ids)).copy()
+    return np.array(table.key_bases(cache.mm_features, list(req_ids)), dtype=np.int64)
 
 
 def test_added_request_is_mirrored() -> None:
