@@ -19,6 +19,7 @@ from rtmm_protocol.types import IntArray
 
 __all__ = [
     "VALIDATE_ENV_VAR",
+    "check_batch_bounds",
     "check_encoder_output",
     "check_feature_list",
     "check_gather_args",
@@ -50,6 +51,55 @@ def _int_array(name: str, value: object, expected_len: int | None) -> IntArray:
     return value
 
 
+def _require_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    return int(value)
+
+
+def _check_scalars(total_num_scheduled_tokens: object, draft_lookahead: object) -> None:
+    if _require_int("draft_lookahead", draft_lookahead) < 0:
+        # A negative look-ahead would shift windows before the computed tokens.
+        raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
+    _require_int("total_num_scheduled_tokens", total_num_scheduled_tokens)
+
+
+def check_batch_bounds(
+    num_reqs: int,
+    total_num_scheduled_tokens: int,
+    draft_lookahead: int,
+    **arrays: object,
+) -> None:
+    """The constant-time subset of :func:`check_gather_args`, cheap enough for every step.
+
+    It checks the scalars, that each array (passed by its gather argument name) is a 1-D
+    integer numpy array long enough for ``num_reqs`` requests, and that the total ends
+    where ``query_start_loc`` does. Without it a malformed call fails deep inside numpy
+    or returns a mask cut short or padded with slots no request owns (SPEC E3).
+    """
+    _check_scalars(total_num_scheduled_tokens, draft_lookahead)
+    for name, array in arrays.items():
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "iu":
+            raise ValueError(
+                f"{name} must be a numpy integer array, got "
+                f"{getattr(array, 'dtype', type(array).__name__)}"
+            )
+        needed = num_reqs + 1 if name == "query_start_loc" else num_reqs
+        if array.ndim != 1 or array.shape[0] < needed:
+            raise ValueError(
+                f"{name} has shape {array.shape}, expected at least {needed} entries for "
+                f"{num_reqs} requests"
+            )
+    query_start_loc = arrays["query_start_loc"]
+    assert isinstance(query_start_loc, np.ndarray)  # checked in the loop above
+    scheduled_end = int(query_start_loc[num_reqs])
+    if scheduled_end != total_num_scheduled_tokens:
+        raise ValueError(
+            f"total_num_scheduled_tokens is {total_num_scheduled_tokens!r} but "
+            f"query_start_loc[{num_reqs}] = {scheduled_end} ends the scheduled tokens"
+        )
+
+
 def check_gather_args(
     req_ids: Sequence[str],
     total_num_scheduled_tokens: int,
@@ -77,16 +127,7 @@ def check_gather_args(
     num_reqs = len(req_ids)
     if len(set(req_ids)) != num_reqs:
         raise ValueError(f"req_ids holds duplicates: {list(req_ids)!r}")
-    if isinstance(draft_lookahead, bool) or not isinstance(draft_lookahead, (int, np.integer)):
-        raise ValueError(f"draft_lookahead must be an int, got {draft_lookahead!r}")
-    if draft_lookahead < 0:
-        raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
-    if isinstance(total_num_scheduled_tokens, bool) or not isinstance(
-        total_num_scheduled_tokens, (int, np.integer)
-    ):
-        raise ValueError(
-            f"total_num_scheduled_tokens must be an int, got {total_num_scheduled_tokens!r}"
-        )
+    _check_scalars(total_num_scheduled_tokens, draft_lookahead)
     scheduled = _int_array("num_scheduled_tokens", num_scheduled_tokens, num_reqs)
     _int_array("prefill_lens", prefill_lens, num_reqs)
     _int_array("num_computed_tokens", num_computed_tokens, num_reqs)

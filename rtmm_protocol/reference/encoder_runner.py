@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 
 from rtmm_protocol.encoder_cache import EncoderCache
@@ -15,6 +14,7 @@ from rtmm_protocol.reference.gather_planner import GatherPlanner
 from rtmm_protocol.reference.output_pool import EncoderOutputPool
 from rtmm_protocol.types import IntArray
 from rtmm_protocol.validation import (
+    check_batch_bounds,
     check_encoder_output,
     check_gather_args,
     validation_enabled,
@@ -155,7 +155,7 @@ class EncoderRunner:
                 known_req_ids=cache.mm_features,
             )
         else:
-            _check_batch_bounds(
+            check_batch_bounds(
                 len(req_ids),
                 total_num_scheduled_tokens,
                 draft_lookahead,
@@ -199,49 +199,6 @@ class EncoderRunner:
             draft_lookahead,
         )
         return plan.pieces(), plan.is_mm_embed
-
-
-def _check_batch_bounds(
-    num_reqs: int,
-    total_num_scheduled_tokens: int,
-    draft_lookahead: int,
-    **arrays: IntArray,
-) -> None:
-    """The constant-time checks that stay on without validation.
-
-    They keep a malformed call from failing deep inside numpy or from returning a mask
-    that is cut short or padded with slots no request owns (SPEC E3); the full checks
-    of SPEC E1 run when validation is on.
-    """
-    if isinstance(draft_lookahead, bool) or not isinstance(draft_lookahead, (int, np.integer)):
-        raise ValueError(f"draft_lookahead must be an int, got {draft_lookahead!r}")
-    if draft_lookahead < 0:
-        # A negative look-ahead would shift windows before the computed tokens.
-        raise ValueError(f"draft_lookahead must be >= 0, got {draft_lookahead}")
-    if isinstance(total_num_scheduled_tokens, bool) or not isinstance(
-        total_num_scheduled_tokens, (int, np.integer)
-    ):
-        raise ValueError(
-            f"total_num_scheduled_tokens must be an int, got {total_num_scheduled_tokens!r}"
-        )
-    for name, array in arrays.items():
-        if not isinstance(array, np.ndarray) or array.dtype.kind not in "iu":
-            raise ValueError(
-                f"{name} must be a numpy integer array, got "
-                f"{getattr(array, 'dtype', type(array).__name__)}"
-            )
-        needed = num_reqs + 1 if name == "query_start_loc" else num_reqs
-        if array.ndim != 1 or array.shape[0] < needed:
-            raise ValueError(
-                f"{name} has shape {array.shape}, expected at least {needed} entries for "
-                f"{num_reqs} requests"
-            )
-    scheduled_end = int(arrays["query_start_loc"][num_reqs])
-    if scheduled_end != total_num_scheduled_tokens:
-        raise ValueError(
-            f"total_num_scheduled_tokens is {total_num_scheduled_tokens!r} but "
-            f"query_start_loc[{num_reqs}] = {scheduled_end} ends the scheduled tokens"
-        )
 
 
 def _check_pool(

@@ -11,6 +11,7 @@ from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.protocols import InputBatch, MultiModalModel, TextModel
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.reference.encoder_runner import EncoderRunner
+from rtmm_protocol.reference.output_pool import EncoderOutputPool
 from rtmm_protocol.validation import check_gather_args, validation_enabled
 
 __all__ = ["ReferenceModelState"]
@@ -24,6 +25,9 @@ class ReferenceModelState:
     merged embeddings into the same storage, so a CUDA graph captured on a dummy run
     reads the real embeddings when replayed. On CUDA, the host-built mask goes through
     a pinned staging buffer and a non-blocking copy into a device buffer of fixed size.
+
+    ``output_pool``, when given, is where the encoder runner stores what it encodes
+    (see :class:`~rtmm_protocol.reference.PooledReferenceModelState`).
 
     A model without ``embed_multimodal`` makes a text-only state: no buffer,
     ``dummy_inputs_embeds`` and ``get_mm_embeddings`` return ``None``.
@@ -39,6 +43,7 @@ class ReferenceModelState:
         dtype: torch.dtype,
         device: torch.device | str,
         validate: bool | None = None,
+        output_pool: EncoderOutputPool | None = None,
     ) -> None:
         self.model = model
         self.encoder_cache = encoder_cache
@@ -58,7 +63,10 @@ class ReferenceModelState:
             dtype,
             self.device,
             validate=validate,
+            output_pool=output_pool,
         )
+        #: Where the runner stores the outputs it encodes, or ``None`` (plain tensors).
+        self.output_pool = output_pool
         self.inputs_embeds: torch.Tensor | None = None
         self._mask_device: torch.Tensor | None = None
         self._mask_staging: torch.Tensor | None = None

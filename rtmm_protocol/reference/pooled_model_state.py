@@ -14,13 +14,12 @@ Check it with the conformance suite::
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+from typing import Protocol
 
 import torch
 
 from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.protocols import MultiModalModel, TextModel
-from rtmm_protocol.reference.encoder_runner import EncoderRunner
 from rtmm_protocol.reference.model_state import ReferenceModelState
 from rtmm_protocol.reference.output_pool import EncoderOutputPool
 
@@ -65,6 +64,12 @@ class PooledReferenceModelState(ReferenceModelState):
         validate: bool | None = None,
         pool_capacity_rows: int | None = None,
     ) -> None:
+        pool = None
+        if callable(getattr(model, "embed_multimodal", None)):
+            capacity = (
+                max(4096, 16 * max_num_tokens) if pool_capacity_rows is None else pool_capacity_rows
+            )
+            pool = EncoderOutputPool(capacity, hidden_size, dtype=dtype, device=device)
         super().__init__(
             model,
             encoder_cache,
@@ -73,23 +78,7 @@ class PooledReferenceModelState(ReferenceModelState):
             dtype=dtype,
             device=device,
             validate=validate,
-        )
-        self.output_pool: EncoderOutputPool | None = None
-        if not self.supports_mm_inputs:
-            return
-        capacity = (
-            max(4096, 16 * max_num_tokens) if pool_capacity_rows is None else pool_capacity_rows
-        )
-        self.output_pool = EncoderOutputPool(capacity, hidden_size, dtype=dtype, device=self.device)
-        self.encoder_runner = EncoderRunner(
-            cast(MultiModalModel, model),
-            max_num_tokens,
-            hidden_size,
-            encoder_cache,
-            dtype,
-            self.device,
-            validate=self.encoder_runner.validate,
-            output_pool=self.output_pool,
+            output_pool=pool,
         )
 
 
