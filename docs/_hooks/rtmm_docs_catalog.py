@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CATALOG_PATH = REPO_ROOT / "conformance" / "catalog.py"
+CATALOG_PATH = REPO_ROOT / "conformance" / "rtmm_protocol" / "conformance" / "catalog.py"
 SPEC_PAGE = REPO_ROOT / "docs" / "specification.md"
 
 #: Where the full catalog table goes (on the check catalog page).

@@ -22,7 +22,13 @@ from rtmm_protocol.conformance.catalog import (
 )
 from rtmm_protocol.conformance.registry import implementations
 
-CATALOG_FILE = Path(__file__).resolve().parents[2] / "conformance" / "catalog.py"
+CATALOG_FILE = (
+    Path(__file__).resolve().parents[2]
+    / "conformance"
+    / "rtmm_protocol"
+    / "conformance"
+    / "catalog.py"
+)
 
 
 def test_every_check_has_an_implementation_and_back() -> None:
