@@ -1,17 +1,21 @@
 """The check catalog: every conformance check as plain data (ID, clause, level, statement).
 
-This module is pure data and imports only the standard library, so that tools without
-torch (the documentation build loads it by path) can list the checks. The code that
-runs each check lives in the ``checks_*`` modules and registers itself under these IDs;
-a self-test keeps the two in step.
+Each check is defined once, where its code is: the decorator of its function in
+``checks/<area>.py`` carries its ID, level and statement (and, where they differ from
+the defaults, its targets and protocol version). This module reads those decorators
+from the source with :mod:`ast` rather than importing the check modules, and imports
+only the standard library, so that tools without torch (the documentation build loads
+this file by path) list exactly the checks the suite runs.
 """
 
 from __future__ import annotations
 
+import ast
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final, Literal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal, cast
 
 __all__ = [
     "AREAS",
@@ -24,6 +28,8 @@ __all__ = [
     "CheckInfo",
     "Level",
     "TargetKind",
+    "DEFAULT_SINCE",
+    "DEFAULT_TARGETS",
     "checks_for_clause",
     "clause_of",
     "clauses_for",
@@ -33,17 +39,25 @@ __all__ = [
 
 Level = Literal["MUST", "SHOULD"]
 Area = Literal[
-    "gather", "dummy_run", "real_path", "cuda_graphs", "errors", "signatures", "stateful"
+    "gather",
+    "dummy_run",
+    "real_path",
+    "cuda_graphs",
+    "errors",
+    "signatures",
+    "stateful",
+    "changes",
 ]
 TargetKind = Literal["model_state", "gatherer"]
 
 #: Requirement levels, strongest first.
 LEVELS: Final[tuple[Level, ...]] = ("MUST", "SHOULD")
-#: Spec areas the checks are grouped by, in report order.
+#: Spec areas the checks are grouped by; each is the module ``checks/<area>.py``.
 AREAS: Final[tuple[Area, ...]] = (
     "signatures",
     "gather",
     "stateful",
+    "changes",
     "dummy_run",
     "real_path",
     "cuda_graphs",
@@ -51,9 +65,6 @@ AREAS: Final[tuple[Area, ...]] = (
 )
 #: The two kinds of object a factory may return.
 TARGET_KINDS: Final[tuple[TargetKind, ...]] = ("model_state", "gatherer")
-
-_BOTH: Final[tuple[TargetKind, ...]] = ("model_state", "gatherer")
-_STATE: Final[tuple[TargetKind, ...]] = ("model_state",)
 
 
 @dataclass(frozen=True)
@@ -72,9 +83,12 @@ class CheckInfo:
     statement: str
     since: str
     targets: tuple[TargetKind, ...]
+    #: Line of the check's decorator in ``checks/<area>.py`` (for messages; not compared).
+    line: int = field(default=0, compare=False)
 
 
-#: Clause ID -> short title, for every clause of the specification's sections 3 to 7.
+#: Clause ID -> short title, for every clause of the specification's sections 3 to 7, in
+#: the specification's order.
 CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
     {
         "G1": "The gather window",
@@ -87,6 +101,8 @@ CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
         "G8": "No side effects",
         "G9": "Inputs are not mutated",
         "G10": "The two levels agree",
+        "C1": "Allowed changes between steps",
+        "C2": "Never stale",
         "D1": "Dummy-run shape",
         "D2": "One persistent buffer",
         "D3": "No encoder and no cache in dummy runs",
@@ -106,325 +122,81 @@ CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
 )
 
 
-def _check(
-    id: str,
-    level: Level,
-    area: Area,
-    statement: str,
-    targets: tuple[TargetKind, ...] = _BOTH,
-    since: str = "1.0",
-) -> CheckInfo:
-    return CheckInfo(
-        id=id,
-        clause=id.split("-", 1)[0],
-        level=level,
-        area=area,
-        statement=statement,
-        since=since,
-        targets=targets,
-    )
+#: Targets and protocol version of a check whose decorator does not name them.
+DEFAULT_TARGETS: Final[tuple[TargetKind, ...]] = ("model_state", "gatherer")
+DEFAULT_SINCE: Final = "1.0"
+
+_CHECKS_DIR = Path(__file__).resolve().parent / "checks"
+_DECORATORS = ("check", "scenario_check")
 
 
-#: Every check of the suite, in report order.
-CHECKS: Final[tuple[CheckInfo, ...]] = (
-    # ------------------------------------------------------------------ signatures
-    _check(
-        "T1-factory-builds",
-        "MUST",
-        "signatures",
-        "The factory returns a target for the conformance context without raising.",
-    ),
-    _check(
-        "T1-protocol-members",
-        "MUST",
-        "signatures",
-        "The target has every member of the ModelState or MMEmbeddingGatherer Protocol, "
-        "with attributes of the declared types.",
-    ),
-    _check(
-        "T2-no-renamed-parameters",
-        "MUST",
-        "signatures",
-        "No method still names a parameter by its pre-rename name (computed_prefill_lens "
-        "is now num_computed_tokens).",
-    ),
-    _check(
-        "T2-signature-matches-protocol",
-        "MUST",
-        "signatures",
-        "Method parameters match the Protocol's names, order and defaults.",
-    ),
-    _check(
-        "T3-realtime-guard-semantics",
-        "MUST",
-        "signatures",
-        "Only a class-level supports_realtime that is True makes a model realtime; an "
-        "instance attribute or a truthy non-bool does not.",
-    ),
-    # ------------------------------------------------------------------ gather
-    _check(
-        "G1-window-slots",
-        "MUST",
-        "gather",
-        "Request i covers positions [num_computed_tokens[i] + L, ... + num_scheduled_tokens[i]) "
-        "and position p lands in slot query_start_loc[i] + (p - start).",
-    ),
-    _check(
-        "G1-zero-scheduled-contributes-nothing",
-        "MUST",
-        "gather",
-        "A request with zero scheduled tokens contributes nothing, wherever its window starts.",
-    ),
-    _check(
-        "G2-nonrealtime-decode-skipped",
-        "MUST",
-        "gather",
-        "With a non-realtime model, a request whose window starts at or past prefill_len "
-        "contributes no piece and no mask bit.",
-    ),
-    _check(
-        "G2-skipped-outputs-not-read",
-        "MUST",
-        "gather",
-        "The encoder outputs of a skipped non-realtime decode request are not read from the cache.",
-    ),
-    _check(
-        "G2-all-skipped-empty-result",
-        "MUST",
-        "gather",
-        "When every request is skipped the result is ([], an all-False mask).",
-    ),
-    _check(
-        "G3-realtime-decode-gathers",
-        "MUST",
-        "gather",
-        "With a realtime model every request gathers over its window, decode steps included.",
-    ),
-    _check(
-        "G4-mask-type-shape",
-        "MUST",
-        "gather",
-        "is_mm_embed is a bool CPU tensor of shape (total_num_scheduled_tokens,), never the "
-        "padded count.",
-    ),
-    _check(
-        "G4-non-embed-positions-false",
-        "MUST",
-        "gather",
-        "A mask slot is True exactly at embed positions of features; positions whose "
-        "is_embed is False stay False.",
-    ),
-    _check(
-        "G5-rows-match-mask",
-        "MUST",
-        "gather",
-        "torch.cat(mm_embeds) has is_mm_embed.sum() rows and its j-th row is the encoder-output "
-        "row of the j-th True slot.",
-    ),
-    _check(
-        "G6-one-piece-per-feature-window",
-        "MUST",
-        "gather",
-        "mm_embeds holds one piece per (request, feature) pair with an embed position in the "
-        "window, in batch order then feature order.",
-    ),
-    _check(
-        "G6-pieces-are-views",
-        "MUST",
-        "gather",
-        "Each piece is a contiguous row slice (a view, no copy) of its feature's cached output.",
-    ),
-    _check(
-        "G6-pieces-carry-modality",
-        "SHOULD",
-        "gather",
-        "Each piece carries its feature's modality as piece.modality.",
-    ),
-    _check(
-        "G7-missing-output-raises",
-        "MUST",
-        "gather",
-        "A needed encoder output missing inside the scheduled tokens raises a RuntimeError "
-        "subclass whose message names the identifier.",
-    ),
-    _check(
-        "G7-lookahead-miss-falls-back",
-        "MUST",
-        "gather",
-        "A missing output of a feature starting at or after the scheduled end, reached only "
-        "through the look-ahead, falls back to token embeddings without raising.",
-    ),
-    _check(
-        "G7-non-embed-window-needs-nothing",
-        "MUST",
-        "gather",
-        "A window over only non-embed positions of a feature needs no encoder output.",
-    ),
-    _check(
-        "G8-cache-unchanged",
-        "MUST",
-        "gather",
-        "Gathering changes no encoder output, feature or cache dict.",
-    ),
-    _check(
-        "G9-inputs-unchanged",
-        "MUST",
-        "gather",
-        "The numpy arrays passed in are unchanged after the call.",
-    ),
-    _check(
-        "G10-state-matches-oracle",
-        "MUST",
-        "gather",
-        "ModelState.gather_mm_embeddings(batch, L) equals the runner-level gather over the "
-        "batch's fields (num_tokens, prefill_len_np, num_computed_tokens_np).",
-        _STATE,
-    ),
-    # ------------------------------------------------------------------ stateful
-    _check(
-        "G8-stateful-life-matches-oracle",
-        "MUST",
-        "stateful",
-        "Through requests added and removed, chunked prompts, streamed features, outputs "
-        "cached and freed and dummy runs in between, every gather equals the oracle.",
-    ),
-    # ------------------------------------------------------------------ dummy runs
-    _check(
-        "D1-dummy-shape-dtype-device",
-        "MUST",
-        "dummy_run",
-        "dummy_inputs_embeds(n) has shape (n, hidden_size) and the state's dtype and device "
-        "for every 0 <= n <= max_num_tokens.",
-        _STATE,
-    ),
-    _check(
-        "D1-text-only-returns-none",
-        "MUST",
-        "dummy_run",
-        "A state built for a text-only model returns None from dummy_inputs_embeds.",
-        _STATE,
-    ),
-    _check(
-        "D2-dummy-views-share-storage",
-        "MUST",
-        "dummy_run",
-        "Every dummy_inputs_embeds(n) is a view of one buffer, starting at its first row.",
-        _STATE,
-    ),
-    _check(
-        "D2-real-path-shares-storage",
-        "MUST",
-        "dummy_run",
-        "get_mm_embeddings writes into and returns the same buffer the dummy runs hand out.",
-        _STATE,
-    ),
-    _check(
-        "D3-dummy-no-encoder-no-cache",
-        "MUST",
-        "dummy_run",
-        "A dummy run neither calls the encoder nor reads or writes the encoder cache, "
-        "realtime models included.",
-        _STATE,
-    ),
-    _check(
-        "D4-dummy-no-allocation",
-        "MUST",
-        "dummy_run",
-        "A dummy run allocates no device memory (CUDA allocator statistics unchanged).",
-        _STATE,
-    ),
-    _check(
-        "D5-oversize-raises",
-        "SHOULD",
-        "dummy_run",
-        "dummy_inputs_embeds(n) with n > max_num_tokens or n < 0 raises ValueError naming "
-        "both numbers.",
-        _STATE,
-    ),
-    # ------------------------------------------------------------------ real path
-    _check(
-        "R1-encodes-scheduled-items",
-        "MUST",
-        "real_path",
-        "get_mm_embeddings runs the encoder for each scheduled item with data and caches "
-        "its output under the identifier.",
-        _STATE,
-    ),
-    _check(
-        "R1-no-reencode",
-        "MUST",
-        "real_path",
-        "Items already cached, or whose data is None, are not encoded again.",
-        _STATE,
-    ),
-    _check(
-        "R2-returns-padded-buffer-slice",
-        "MUST",
-        "real_path",
-        "get_mm_embeddings returns the first num_tokens_after_padding rows of the buffer.",
-        _STATE,
-    ),
-    _check(
-        "R2-merged-rows-match-eager",
-        "MUST",
-        "real_path",
-        "The first num_tokens rows equal model.embed_input_ids(input_ids[:num_tokens], "
-        "mm_embeds, is_mm_embed) computed eagerly (per-dtype tolerance).",
-        _STATE,
-    ),
-    _check(
-        "R3-decode-steps",
-        "MUST",
-        "real_path",
-        "Realtime decode steps get multimodal rows at positions in features; non-realtime "
-        "decode steps get plain token embeddings.",
-        _STATE,
-    ),
-    # ------------------------------------------------------------------ CUDA graphs
-    _check(
-        "R4-cuda-graph-replay-matches-eager",
-        "MUST",
-        "cuda_graphs",
-        "A CUDA graph captured on dummy_inputs_embeds(n) and replayed after get_mm_embeddings "
-        "gives the eager forward's output.",
-        _STATE,
-    ),
-    # ------------------------------------------------------------------ errors
-    _check(
-        "E1-malformed-batch-rejected",
-        "SHOULD",
-        "errors",
-        "A malformed batch (disagreeing lengths, bad query_start_loc, negative counts or "
-        "look-ahead, wrong total, unknown req_id) raises ValueError or TypeError.",
-    ),
-    _check(
-        "E1-error-names-field",
-        "SHOULD",
-        "errors",
-        "The error raised for a malformed batch names the offending field.",
-    ),
-    _check(
-        "E2-malformed-feature-rejected",
-        "SHOULD",
-        "errors",
-        "Malformed features (unsorted, overlapping, bad is_embed, mis-shaped encoder output) "
-        "raise ValueError naming the identifier.",
-    ),
-    _check(
-        "E3-bad-input-clean-errors",
-        "MUST",
-        "errors",
-        "Bad input raises ValueError or TypeError or is handled, never another exception, "
-        "and a rejected call leaves the buffer and the cache untouched.",
-    ),
-    _check(
-        "E3-no-silent-truncation",
-        "MUST",
-        "errors",
-        "A batch larger than max_num_tokens or an encoder output too short for its "
-        "placeholder is rejected, not silently cut.",
-    ),
-)
+def _literal(node: ast.expr, where: str) -> object:
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise RuntimeError(
+            f"{where}: a check's ID, level, statement, targets and since must be literals "
+            "in its decorator (the catalog reads them from the source)"
+        ) from None
+
+
+def _decorated_checks(area: Area, source: str, filename: str) -> list[CheckInfo]:
+    """The checks one ``checks/<area>.py`` defines, in source order."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            if not (
+                isinstance(decorator, ast.Call)
+                and isinstance(decorator.func, ast.Name)
+                and decorator.func.id in _DECORATORS
+            ):
+                continue
+            where = f"{filename}:{decorator.lineno}"
+            if len(decorator.args) != 3:
+                raise RuntimeError(f"{where}: @{decorator.func.id} takes (id, level, statement)")
+            check_id, level, statement = (_literal(a, where) for a in decorator.args)
+            options = {
+                k.arg: _literal(k.value, where)
+                for k in decorator.keywords
+                if k.arg in ("targets", "since")
+            }
+            targets = options.get("targets", DEFAULT_TARGETS)
+            if level not in LEVELS or not isinstance(check_id, str):
+                raise RuntimeError(f"{where}: level must be one of {LEVELS}, got {level!r}")
+            if not isinstance(targets, tuple) or not set(targets) <= set(TARGET_KINDS):
+                raise RuntimeError(f"{where}: targets must be a tuple of {TARGET_KINDS}")
+            found.append(
+                CheckInfo(
+                    id=check_id,
+                    clause=check_id.split("-", 1)[0],
+                    level=cast(Level, level),
+                    area=area,
+                    statement=str(statement),
+                    since=str(options.get("since", DEFAULT_SINCE)),
+                    targets=cast(tuple[TargetKind, ...], targets),
+                    line=decorator.lineno,
+                )
+            )
+    return sorted(found, key=lambda c: c.line)
+
+
+def _read_checks() -> tuple[CheckInfo, ...]:
+    """Every check of every area, in clause order (spec order), then source order."""
+    found: list[CheckInfo] = []
+    for area in AREAS:
+        path = _CHECKS_DIR / f"{area}.py"
+        found += _decorated_checks(area, path.read_text(encoding="utf-8"), str(path))
+    order = {clause: index for index, clause in enumerate(CLAUSES)}
+    unknown = sorted({c.id for c in found if c.clause not in order})
+    if unknown:
+        raise RuntimeError(f"checks {unknown} name no clause of the specification")
+    return tuple(sorted(found, key=lambda c: order[c.clause]))
+
+
+#: Every check of the suite, in clause order.
+CHECKS: Final[tuple[CheckInfo, ...]] = _read_checks()
 
 #: Check ID -> its record.
 CHECKS_BY_ID: Final[Mapping[str, CheckInfo]] = types.MappingProxyType({c.id: c for c in CHECKS})

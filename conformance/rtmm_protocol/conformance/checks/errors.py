@@ -251,7 +251,11 @@ def _all_bad_inputs(run: CheckRun) -> list[_BadInput]:
     return [*_malformed_batches(run.kind), *_malformed_features(run.settings.hidden_size)]
 
 
-@check("E1-malformed-batch-rejected")
+@check(
+    "E1-malformed-batch-rejected",
+    "SHOULD",
+    "A malformed batch (disagreeing lengths, bad query_start_loc, negative counts or look-ahead, wrong total, unknown req_id) raises ValueError or TypeError.",
+)
 def _batch_rejected(run: CheckRun) -> None:
     accepted = [
         a.case.what
@@ -266,7 +270,11 @@ def _batch_rejected(run: CheckRun) -> None:
         )
 
 
-@check("E1-error-names-field")
+@check(
+    "E1-error-names-field",
+    "SHOULD",
+    "The error raised for a malformed batch names the offending field.",
+)
 def _names_field(run: CheckRun) -> None:
     unnamed = []
     for attempt in (_attempt(run, c) for c in _malformed_batches(run.kind)):
@@ -281,7 +289,11 @@ def _names_field(run: CheckRun) -> None:
         )
 
 
-@check("E2-malformed-feature-rejected")
+@check(
+    "E2-malformed-feature-rejected",
+    "SHOULD",
+    "Malformed features (unsorted, overlapping, bad is_embed, mis-shaped encoder output) raise ValueError naming the identifier.",
+)
 def _feature_rejected(run: CheckRun) -> None:
     problems = []
     for attempt in (_attempt(run, c) for c in _malformed_features(run.settings.hidden_size)):
@@ -298,7 +310,11 @@ def _feature_rejected(run: CheckRun) -> None:
         )
 
 
-@check("E3-bad-input-clean-errors")
+@check(
+    "E3-bad-input-clean-errors",
+    "MUST",
+    "Bad input raises ValueError or TypeError or is handled, never another exception, and a rejected call leaves the buffer and the cache untouched.",
+)
 def _clean_errors(run: CheckRun) -> None:
     problems = []
     for attempt in (_attempt(run, c) for c in _all_bad_inputs(run)):
@@ -328,7 +344,11 @@ def _oversize_batches(run: CheckRun, top: int) -> list[tuple[str, ReferenceInput
     ]
 
 
-@check("E3-no-silent-truncation")
+@check(
+    "E3-no-silent-truncation",
+    "MUST",
+    "A batch larger than max_num_tokens or an encoder output too short for its placeholder is rejected, not silently cut.",
+)
 def _no_truncation(run: CheckRun) -> None:
     problems = []
     short = next(c for c in _malformed_features(run.settings.hidden_size) if "fewer rows" in c.what)
