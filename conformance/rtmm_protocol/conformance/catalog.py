@@ -171,7 +171,7 @@ def _decorated_checks(area: Area, source: str, filename: str) -> list[CheckInfo]
                 CheckInfo(
                     id=check_id,
                     clause=check_id.split("-", 1)[0],
-                    level=cast(Level, level),
+                    level=level,
                     area=area,
                     statement=str(statement),
                     since=str(options.get("since", DEFAULT_SINCE)),

@@ -186,7 +186,32 @@ def _bad_feature(
     features: list[MultiModalFeature],
     outputs: dict[str, tuple[int, int]],
 ) -> _BadInput:
-    return _BadInput(what, names, _gather_one_request, prepare=_store(features, outputs))
+    return _BadInput(
+        f"{what} ({_describe_case(features, outputs)})",
+        names,
+        _gather_one_request,
+        prepare=_store(features, outputs),
+    )
+
+
+def _describe_case(features: list[MultiModalFeature], outputs: dict[str, tuple[int, int]]) -> str:
+    """The exact case: each feature's placeholder and mask, each output's shape."""
+    parts = []
+    for feature in features:
+        pos = feature.mm_position
+        mask = pos.is_embed
+        masked = (
+            ""
+            if mask is None
+            else f", is_embed {mask.dtype} of length {mask.shape[0] if mask.dim() else 0}"
+        )
+        shape = outputs.get(feature.identifier)
+        output = "no output" if shape is None else f"output shape {shape}"
+        parts.append(
+            f"feature {feature.identifier!r} at [{pos.offset}, {pos.offset + pos.length}){masked}, "
+            f"{output}"
+        )
+    return "; ".join(parts)
 
 
 def _malformed_features(hidden: int) -> list[_BadInput]:
@@ -307,6 +332,7 @@ def _feature_rejected(run: CheckRun) -> None:
             "malformed features were not rejected with an error naming the identifier",
             expected="ValueError naming the feature's identifier, with validation on",
             seen="; ".join(problems),
+            repro=_rerun(run),
         )
 
 
@@ -351,10 +377,14 @@ def _oversize_batches(run: CheckRun, top: int) -> list[tuple[str, ReferenceInput
 )
 def _no_truncation(run: CheckRun) -> None:
     problems = []
+    faults = []
     short = next(c for c in _malformed_features(run.settings.hidden_size) if "fewer rows" in c.what)
     attempt = _attempt(run, short)
     if attempt.error is None:
         problems.append(f"{short.what}: a result instead of an error")
+        faults.append(
+            "an encoder output shorter than its placeholder's embed positions was accepted"
+        )
     if run.kind == "model_state":
         built = run.build()
         top = getattr(built.target, "max_num_tokens", run.settings.max_num_tokens)
@@ -372,10 +402,18 @@ def _no_truncation(run: CheckRun) -> None:
                 isinstance(value, torch.Tensor) and value.shape[0] >= batch.num_tokens_after_padding
             ):
                 problems.append(f"get_mm_embeddings with {what}: a short result {rows}")
+                faults.append("a batch larger than max_num_tokens was silently cut")
     if problems:
         raise CheckFailure(
-            "input larger than what fits was silently cut",
+            "; ".join(dict.fromkeys(faults)),
             expected="an error (ValueError) when the batch exceeds max_num_tokens or an "
             "encoder output is too short for its placeholder",
             seen="; ".join(problems),
+            repro=_rerun(run),
         )
+
+
+def _rerun(run: CheckRun) -> str:
+    """The command that reruns this check alone (its cases are fixed, not drawn)."""
+    label = run.check_id if run.mode is None else f"{run.check_id}[{run.mode}]"
+    return f"# shell\npytest --conformance={run.factory_spec} -k {label!r}"
