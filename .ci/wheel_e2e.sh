@@ -30,6 +30,13 @@ needed = [
 missing = [n for n in needed if n not in names]
 if missing:
     sys.exit(f"the wheel lacks {missing}")
+# The suite's source root (conformance/) is merged into the package; nothing of it may
+# land at the top level, where it would clash with a user's own `conformance` package.
+stray = sorted({n.split("/", 1)[0] for n in names} - {"rtmm_protocol"} - {
+    n.split("/", 1)[0] for n in names if ".dist-info/" in n
+})
+if stray:
+    sys.exit(f"the wheel has top-level entries besides rtmm_protocol: {stray}")
 if not any(n.endswith("entry_points.txt") for n in names):
     sys.exit("the wheel has no entry_points.txt (the pytest11 plugin would not load)")
 print(f"wheel {sys.argv[1].rsplit('/', 1)[-1]}: {len(names)} files, suite included")

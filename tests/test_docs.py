@@ -36,6 +36,8 @@ SPEC_PAGE = DOCS / "specification.md"
 #: Every clause of the contract, in specification order.
 CLAUSES = (
     *(f"G{n}" for n in range(1, 11)),
+    "C1",
+    "C2",
     *(f"D{n}" for n in range(1, 6)),
     *(f"R{n}" for n in range(1, 5)),
     *(f"E{n}" for n in range(1, 4)),

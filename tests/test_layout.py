@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 
 import rtmm_protocol
+import rtmm_protocol.conformance
 
 PACKAGE_DIR = Path(rtmm_protocol.__file__).resolve().parent
-ORACLE = PACKAGE_DIR / "conformance" / "oracle.py"
+#: The suite's folder: in a checkout the second portion of the package, under the
+#: top-level ``conformance/`` folder; in a wheel, inside the package folder.
+SUITE_DIR = Path(rtmm_protocol.conformance.__file__).resolve().parent
+ORACLE = SUITE_DIR / "oracle.py"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: Contract modules: everything in the package outside ``reference`` and ``conformance``
 #: (``__main__`` dispatches to the command-line tools lazily and is checked separately).
@@ -26,16 +31,21 @@ CONTRACT_MODULES = sorted(
 )
 
 
-def _source_files(root: Path) -> Iterator[Path]:
-    """Every ``.py`` file under ``root``, following the link that installs the suite."""
-    for folder, _, files in os.walk(root, followlinks=True):
-        for name in sorted(files):
-            if name.endswith(".py"):
-                yield Path(folder) / name
+def _source_files(*roots: Path) -> Iterator[Path]:
+    """Every ``.py`` file under the ``roots`` (each once)."""
+    seen: set[Path] = set()
+    for root in roots:
+        for folder, _, files in os.walk(root):
+            for name in sorted(files):
+                path = Path(folder) / name
+                if name.endswith(".py") and path not in seen:
+                    seen.add(path)
+                    yield path
 
 
 def _module_name(path: Path) -> str:
-    relative = path.relative_to(PACKAGE_DIR.parent).with_suffix("")
+    base = SUITE_DIR.parent.parent if path.is_relative_to(SUITE_DIR) else PACKAGE_DIR.parent
+    relative = path.relative_to(base).with_suffix("")
     parts = list(relative.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -135,15 +145,41 @@ def test_importing_the_oracle_loads_no_reference_module() -> None:
 
 def test_no_package_module_imports_benchmarks_or_tests() -> None:
     offenders = {}
-    for path in _source_files(PACKAGE_DIR):
+    for path in _source_files(PACKAGE_DIR, SUITE_DIR):
         bad = sorted(
             name
             for name in _imported_modules(path)
             if any(_under(name, top) for top in ("benchmarks", "tests", "support", "conftest"))
         )
         if bad:
-            offenders[str(path.relative_to(PACKAGE_DIR))] = bad
+            offenders[_module_name(path)] = bad
     assert offenders == {}
+
+
+def test_the_repository_holds_no_symbolic_link() -> None:
+    """Checkouts without symlink support get the same tree (the suite is a real folder)."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listing = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "-s"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    links = [line.split("\t", 1)[1] for line in listing.splitlines() if line.startswith("120000")]
+    assert links == []
+
+
+def test_the_suite_is_imported_from_the_top_level_conformance_folder() -> None:
+    """In a checkout ``rtmm_protocol.conformance`` is the source under ``conformance/``."""
+    if PACKAGE_DIR.parent != REPO_ROOT:
+        pytest.skip("the package is installed, not run from this checkout")
+    assert REPO_ROOT / "conformance" / "rtmm_protocol" / "conformance" == SUITE_DIR
+    assert not (PACKAGE_DIR / "conformance").exists()
+    # Nothing under the top-level folder is importable as a top-level ``conformance``:
+    # a user's own package of that name is never shadowed by this one.
+    assert not (REPO_ROOT / "conformance" / "__init__.py").exists()
 
 
 def test_the_import_walk_sees_relative_and_dynamic_imports(tmp_path: Path) -> None:

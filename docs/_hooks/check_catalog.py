@@ -2,7 +2,7 @@
 
 The specification page marks where a clause's checks go with ``<!-- checks: G5 -->``;
 the check catalog page marks the full table with ``<!-- check-catalog -->``. Both are
-filled at build time from ``conformance/catalog.py``, so the pages cannot drift from
+filled at build time from the suite's catalog, which reads each check's decorator, so the pages cannot drift from
 the suite. A clause without a check, or a check naming a clause the specification page
 lacks, is logged as a warning, which fails ``mkdocs build --strict``.
 """

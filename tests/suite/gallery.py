@@ -34,6 +34,8 @@ __all__ = [
     "FaultyModelState",
     "LegacyNamedGatherer",
     "LookaheadDefaultGatherer",
+    "tampering",
+    "untamper",
 ]
 
 #: Faults of the runner-level gather, by name.
@@ -61,6 +63,9 @@ GATHER_FAULTS = (
     "accepts-malformed",
     "wrong-exception-type",
     "feature-error-without-identifier",
+    "empty-piece-for-non-embed-window",
+    "stale-output-memo",
+    "refuses-replaced-items",
 )
 
 
@@ -73,6 +78,8 @@ class FaultyGatherer(EncoderRunner):
             raise ValueError(f"unknown gather fault {fault!r}")
         self.fault = fault
         self._feature_memo: dict[str, list[MultiModalFeature]] = {}
+        self._output_memo: dict[str, torch.Tensor] = {}
+        self._seen_items: dict[str, MultiModalFeature] = {}
         if fault == "truthy-realtime-flag":
             self.is_realtime = bool(getattr(self.model, "supports_realtime", False))
         elif fault == "realtime-ignored":
@@ -106,7 +113,18 @@ class FaultyGatherer(EncoderRunner):
         features = list(self.encoder_cache.mm_features.get(req_id, ()))
         if self.fault == "stale-feature-memo":
             return self._feature_memo.setdefault(req_id, features)
+        if self.fault == "refuses-replaced-items":
+            for feature in features:  # "features never change once registered"
+                if self._seen_items.setdefault(feature.identifier, feature) is not feature:
+                    raise RuntimeError(f"feature {feature.identifier!r} changed behind my back")
         return features
+
+    def _output(self, identifier: str) -> torch.Tensor | None:
+        output = self.encoder_cache.encoder_outputs.get(identifier)
+        if self.fault == "stale-output-memo" and output is not None:
+            # "an identifier's output never changes while it is cached"
+            return self._output_memo.setdefault(identifier, output)
+        return output
 
     # ------------------------------------------------------------------ the gather
 
@@ -195,10 +213,15 @@ class FaultyGatherer(EncoderRunner):
         if hi <= lo:
             return []
         row_start, row_end = pos.get_embeds_indices_in_range(lo, hi)
-        if row_start == row_end and fault != "non-embed-window-raises":
+        if row_start == row_end and fault not in (
+            "non-embed-window-raises",
+            "empty-piece-for-non-embed-window",
+        ):
             return []  # only non-embed positions: nothing needed
         outputs = self.encoder_cache.encoder_outputs
-        output = outputs.get(feature.identifier)
+        output = self._output(feature.identifier)
+        if output is None and row_start == row_end and fault != "non-embed-window-raises":
+            return []
         if output is None:
             scheduled_end = computed + count
             reached_by_lookahead_only = (
@@ -210,6 +233,10 @@ class FaultyGatherer(EncoderRunner):
                 return []
             raise EncoderOutputMissingError(feature.identifier, req_id)
         self._check_feature(partial(check_encoder_output, feature, output, self.hidden_size))
+        if row_start == row_end and fault == "empty-piece-for-non-embed-window":
+            empty = output[row_start:row_end]  # a 0-row piece instead of none
+            empty.modality = feature.modality  # type: ignore[attr-defined]
+            return [empty]
         if row_start == row_end:
             return []
         if fault == "off-by-one-embed-rows" and pos.is_embed is not None:
@@ -356,6 +383,7 @@ class FaultyModelState(ReferenceModelState):
         self,
         scheduled_encoder_inputs: Mapping[str, Sequence[int]],
         input_batch: InputBatch,
+        req_states: object = None,
     ) -> torch.Tensor | None:
         """The real path, with this state's fault."""
         fault = self.fault
@@ -364,7 +392,7 @@ class FaultyModelState(ReferenceModelState):
         too_big = int(input_batch.num_tokens_after_padding) > self.max_num_tokens
         if fault == "oversize-batch-clamps" and too_big and self.inputs_embeds is not None:
             return self.inputs_embeds[: self.max_num_tokens]  # "the rest did not fit"
-        result = super().get_mm_embeddings(scheduled_encoder_inputs, input_batch)
+        result = super().get_mm_embeddings(scheduled_encoder_inputs, input_batch, req_states)
         if result is None:
             return None
         if fault in ("merges-by-replacing", "skips-decode-merge"):
@@ -465,6 +493,51 @@ def model_state(
     return factory
 
 
+def _agreeing_isclose(a: torch.Tensor, b: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    return torch.ones(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.bool)
+
+
+def _no_indices(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    return torch.zeros(0, max(tensor.dim(), 1), dtype=torch.long)
+
+
+#: What the tampering target replaces, and with what: every comparison agrees.
+_TAMPERING: tuple[tuple[object, str, object], ...] = (
+    (torch, "equal", lambda *args, **kwargs: True),
+    (torch, "allclose", lambda *args, **kwargs: True),
+    (torch, "isclose", _agreeing_isclose),
+    (torch, "nonzero", _no_indices),
+    (torch.Tensor, "nonzero", _no_indices),
+    (np, "array_equal", lambda *args, **kwargs: True),
+)
+_ORIGINALS: dict[tuple[int, str], tuple[object, object]] = {}
+
+
+def tampering(
+    factory: Callable[[ConformanceContext], object],
+) -> Callable[[ConformanceContext], object]:
+    """``factory``, patching torch's and numpy's comparisons to always agree on every build.
+
+    :func:`untamper` puts the originals back (the gallery's tests call it after each run).
+    """
+
+    def tampering_factory(ctx: ConformanceContext) -> object:
+        for owner, name, fake in _TAMPERING:
+            _ORIGINALS.setdefault((id(owner), name), (owner, getattr(owner, name)))
+            setattr(owner, name, fake)
+        return factory(ctx)
+
+    tampering_factory.__qualname__ = f"tampering[{getattr(factory, '__qualname__', '?')}]"
+    return tampering_factory
+
+
+def untamper() -> None:
+    """Undo every patch :func:`tampering` made."""
+    for (_, name), (owner, original) in _ORIGINALS.items():
+        setattr(owner, name, original)
+    _ORIGINALS.clear()
+
+
 # ---------------------------------------------------------------------- the gallery
 
 
@@ -503,6 +576,7 @@ GALLERY: tuple[BrokenTarget, ...] = (
         also=("G5",), why="marking non-embed slots leaves more True slots than rows (G5)",
     ),
     BrokenTarget("off-by-one embed rows", gatherer("off-by-one-embed-rows"), "G5", "G5-rows-match-mask"),
+    BrokenTarget("off-by-one rows, comparisons patched to agree", tampering(gatherer("off-by-one-embed-rows")), "G5", "G5-rows-match-mask"),
     BrokenTarget("copies instead of views", gatherer("copies-not-views"), "G6", "G6-pieces-are-views"),
     BrokenTarget("one piece per position", gatherer("piece-per-position"), "G6", "G6-one-piece-per-feature-window"),
     BrokenTarget("no modality on pieces", gatherer("no-modality"), "G6", "G6-pieces-carry-modality"),
@@ -511,6 +585,10 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("non-embed window needs its output", gatherer("non-embed-window-raises"), "G7", "G7-non-embed-window-needs-nothing"),
     BrokenTarget("gather writes into the cache", gatherer("memoizes-into-cache"), "G8", "G8-cache-unchanged"),
     BrokenTarget("stale per-request memo", gatherer("stale-feature-memo"), "G8", "G8-stateful-life-matches-oracle"),
+    BrokenTarget("0-row piece for a non-embed window", gatherer("empty-piece-for-non-embed-window"), "G6", "G6-one-piece-per-feature-window"),
+    # --- changes between steps
+    BrokenTarget("replaced list item refused", gatherer("refuses-replaced-items"), "C1", "C1-changes-accepted"),
+    BrokenTarget("output kept after it was put again", gatherer("stale-output-memo"), "C2", "C2-changes-never-stale"),
     BrokenTarget("input array shifted in place", gatherer("mutates-inputs"), "G9", "G9-inputs-unchanged"),
     BrokenTarget(
         "state-level call drops the look-ahead", model_state("drops-lookahead"), "G10", "G10-state-matches-oracle",

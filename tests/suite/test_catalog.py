@@ -15,6 +15,7 @@ from rtmm_protocol.conformance.catalog import (
     CLAUSES,
     LEVELS,
     TARGET_KINDS,
+    _decorated_checks,
     checks_for_clause,
     clause_of,
     spec_anchor,
@@ -22,7 +23,13 @@ from rtmm_protocol.conformance.catalog import (
 )
 from rtmm_protocol.conformance.registry import implementations
 
-CATALOG_FILE = Path(__file__).resolve().parents[2] / "conformance" / "catalog.py"
+CATALOG_FILE = (
+    Path(__file__).resolve().parents[2]
+    / "conformance"
+    / "rtmm_protocol"
+    / "conformance"
+    / "catalog.py"
+)
 
 
 def test_every_check_has_an_implementation_and_back() -> None:
@@ -32,6 +39,7 @@ def test_every_check_has_an_implementation_and_back() -> None:
 def test_every_clause_of_sections_3_to_7_has_a_check() -> None:
     expected = (
         {f"G{i}" for i in range(1, 11)}
+        | {"C1", "C2"}
         | {f"D{i}" for i in range(1, 6)}
         | {f"R{i}" for i in range(1, 5)}
         | {f"E{i}" for i in range(1, 4)}
@@ -78,9 +86,29 @@ def test_registry_modes_and_prerequisites_are_consistent() -> None:
             assert prerequisite in checks, (impl.id, prerequisite)
             assert checks[prerequisite].prerequisites != (impl.id,)
     assert [i.id for i in checks.values() if i.cross_cutting] == [
-        "G10-state-matches-oracle",
         "G8-stateful-life-matches-oracle",
+        "G10-state-matches-oracle",
+        "C1-changes-accepted",
+        "C2-changes-never-stale",
     ]
+
+
+def test_each_check_is_defined_once_by_its_decorator() -> None:
+    """The catalog's record of a check is the one its decorator states (and is in order)."""
+    checks = implementations()
+    for info in CHECKS:
+        assert checks[info.id].info == info
+        assert info.line > 0
+    order = list(CLAUSES)
+    assert [order.index(c.clause) for c in CHECKS] == sorted(order.index(c.clause) for c in CHECKS)
+
+
+def test_a_decorator_without_literal_arguments_is_refused() -> None:
+    source = (
+        "STATEMENT = 'x.'\n@check('G5-sample', 'MUST', STATEMENT)\ndef _sample(run):\n    pass\n"
+    )
+    with pytest.raises(RuntimeError, match="literals"):
+        _decorated_checks("gather", source, "sample.py")
 
 
 def test_catalog_loads_by_path_without_torch() -> None:

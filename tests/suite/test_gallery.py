@@ -8,14 +8,24 @@ what the random examples happen to hit.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import torch
-from suite.gallery import GALLERY, BrokenTarget, gatherer, model_state
+from suite.gallery import GALLERY, BrokenTarget, gatherer, model_state, untamper
 
 from rtmm_protocol.conformance.api import check_model_state
 from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
 from rtmm_protocol.conformance.outcomes import Outcome
 from rtmm_protocol.conformance.registry import implementations
+
+
+@pytest.fixture(autouse=True)
+def _no_tampering_left() -> Iterator[None]:
+    """A tampering target's patches end with its test (the suite runs it in this process)."""
+    yield
+    untamper()
+
 
 #: Random examples per check in gallery runs (the hand-placed cases always run).
 GALLERY_EXAMPLES = 3

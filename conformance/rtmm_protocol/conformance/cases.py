@@ -117,6 +117,9 @@ PIECE_CASES = (
         _r("b", 30, 2, 6, _f("b0", 2, 2), _f("b1", 6, 1)),
     ),
     _s(_r("a", 30, 2, 4, _f("a0", 1, 2), _f("a1", 4, 5))),
+    # "a"'s window [2, 5) holds only non-embed positions of a0: that pair gives no piece
+    _s(_r("a", 30, 2, 3, _f("a0", 1, 5, (_T, _F, _F, _F, _T))), _r("b", 30, 0, 4, _f("b0", 1, 2))),
+    _s(_r("a", 30, 0, 8, _f("a0", 0, 2), _f("a1", 3, 3, (_F, _F, _F)), _f("a2", 6, 2))),
 )
 
 #: G7: a needed output missing inside the scheduled tokens.

@@ -13,7 +13,7 @@ A failure shows the shortest sequence of events as Python that replays it throug
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -29,6 +29,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from rtmm_protocol.conformance import trusted
 from rtmm_protocol.conformance.check_run import Built, CheckRun
 from rtmm_protocol.conformance.gather_call import GatherCall, call_gather, describe_error
 from rtmm_protocol.conformance.outcomes import CheckFailure
@@ -41,7 +42,10 @@ from rtmm_protocol.conformance.strategies import (
     distinct_output,
 )
 
-__all__ = ["life_machine"]
+__all__ = ["Judge", "life_machine", "run_lives"]
+
+#: Judges one gather of a life against the oracle; raises ``CheckFailure`` on a fault.
+Judge = Callable[[GatherCall], None]
 
 #: ``(gap before it, length, is_embed or None, cached at once)`` of a new feature.
 _FeatureShape = tuple[int, int, tuple[bool, ...] | None, bool]
@@ -69,8 +73,16 @@ class _Request:
         return max((f.offset + f.length for f in self.features), default=0)
 
 
-def life_machine(run: CheckRun) -> type[RuleBasedStateMachine]:
-    """The state-machine class that drives targets built by ``run`` (one per life)."""
+def life_machine(
+    run: CheckRun, *, judge: Judge | None = None, keeps_cache: bool = True
+) -> type[RuleBasedStateMachine]:
+    """The state-machine class that drives targets built by ``run`` (one per life).
+
+    ``judge`` compares each gather with the oracle (default: exactly, or the contract's
+    error for a missing output); ``keeps_cache`` also requires the cache unchanged by
+    each gather (G8).
+    """
+    judge_call = _compare if judge is None else judge
     top = run.settings.max_num_tokens
     max_requests = run.settings.max_num_reqs
     hidden = run.settings.hidden_size
@@ -220,8 +232,8 @@ def life_machine(run: CheckRun) -> type[RuleBasedStateMachine]:
                 scenario,
                 run.device,
             )
-            _compare(call)
-            changes = before.changes(cache)
+            judge_call(call)
+            changes = before.changes(cache) if keeps_cache else []
             if changes:
                 raise CheckFailure(
                     "a gather changed the encoder cache",
@@ -292,23 +304,41 @@ def _compare(call: GatherCall) -> None:
     gathered = call.unpack()
     expected_mask = oracle.mask_tensor()
     raw = gathered.raw_mask
-    if tuple(raw.shape) != (call.total,) or not torch.equal(gathered.mask, expected_mask):
-        diff = torch.nonzero(expected_mask != gathered.mask).flatten().tolist()
+    if tuple(raw.shape) != (call.total,) or not trusted.equal(gathered.mask, expected_mask):
+        diff = trusted.nonzero(trusted.ne(expected_mask, gathered.mask)).flatten().tolist()
         raise CheckFailure(
             "the mask differs from the oracle's",
             expected=f"{call.total} entries, True at "
-            f"{torch.nonzero(expected_mask).flatten().tolist()[:12]}",
+            f"{trusted.nonzero(expected_mask).flatten().tolist()[:12]}",
             seen=f"{raw.shape[0]} entries, differing at {call.describe_slots(diff)}"
             if diff
             else f"shape {tuple(raw.shape)}",
         )
     rows = gathered.rows(call.scenario.hidden_size)
     expected = call.expected_rows()
-    if rows.shape != expected.shape or not torch.equal(rows, expected):
+    if rows.shape != expected.shape or not trusted.equal(rows, expected):
+        wanted = [f"{r.identifier}[{r.row}]" for r in oracle.rows]
+        first = next(
+            (
+                j
+                for j in range(min(rows.shape[0], expected.shape[0]))
+                if not trusted.equal(rows[j], expected[j])
+            ),
+            min(rows.shape[0], expected.shape[0]),
+        )
+        source = call.source_of(rows[first]) if first < rows.shape[0] else None
+        got = (
+            "missing"
+            if first >= rows.shape[0]
+            else "values no cached output has (kept from earlier?)"
+            if source is None
+            else f"{source[0]}[{source[1]}]"
+        )
         raise CheckFailure(
             "the gathered rows differ from the oracle's",
-            expected=f"{expected.shape[0]} rows",
-            seen=f"{rows.shape[0]} rows, not the expected ones",
+            expected=f"{expected.shape[0]} rows: {', '.join(wanted[:8])}"
+            + (" ..." if len(wanted) > 8 else ""),
+            seen=f"{rows.shape[0]} rows; row {first} (for {wanted[first] if first < len(wanted) else 'no slot'}) is {got}",
         )
 
 
@@ -345,9 +375,9 @@ def _run_script(
     with_dummy: bool,
 ) -> None:
     """Replay one hand-written life; a failure carries it as the reproduction."""
-    machine = machine_class()
     lines = [f"state = {machine_class.__name__}()"]
     try:
+        machine = machine_class()
         for rule_name, arguments in script:
             if rule_name == "dummy_run" and not with_dummy:
                 continue
@@ -359,15 +389,36 @@ def _run_script(
         raise failure.with_repro("\n".join(lines)) from None
 
 
-@check("G8-stateful-life-matches-oracle", cross_cutting=True)
+@check(
+    "G8-stateful-life-matches-oracle",
+    "MUST",
+    "Through requests added and removed, chunked prompts, streamed features, outputs cached and freed and dummy runs in between, every gather equals the oracle.",
+    cross_cutting=True,
+)
 def _stateful_life(run: CheckRun) -> None:
     run.build()  # a refused mode skips here, before Hypothesis starts
-    machine_class = life_machine(run)
-    for script in _SCRIPTED_LIVES:
+    run_lives(run, life_machine(run), _SCRIPTED_LIVES, "life_machine_for")
+
+
+def run_lives(
+    run: CheckRun,
+    machine_class: type[RuleBasedStateMachine],
+    scripts: Sequence[Sequence[tuple[str, dict[str, object]]]],
+    replayer: str,
+) -> None:
+    """Run the hand-written lives, then random ones; a failure carries its steps.
+
+    ``replayer`` names the function that rebuilds ``machine_class`` for the replay
+    printed with a failure.
+    """
+    for script in scripts:
         try:
             _run_script(machine_class, script, run.kind == "model_state")
         except CheckFailure as failure:
-            raise failure.with_repro(_program(run, (failure.repro or "").splitlines())) from None
+            raise failure.with_repro(
+                _program(run, (failure.repro or "").splitlines(), replayer),
+                context=_scripted_context(failure),
+            ) from None
     if run.settings.examples <= 0:
         return
     machine = seed(run.example_seed())(machine_class)
@@ -393,24 +444,37 @@ def _stateful_life(run: CheckRun) -> None:
                 ),
             )
     except CheckFailure as failure:
-        raise failure.with_repro(_program(run, steps)) from None
+        raise failure.with_repro(_program(run, steps, replayer)) from None
     except FlakyFailure as flaky:
         inner = [e for e in flaky.exceptions if isinstance(e, CheckFailure)]
         if not inner:
             raise
         raise inner[0].with_repro(
-            _program(run, steps),
+            _program(run, steps, replayer),
             context="(the target did not fail every time on these steps: it is not deterministic)",
         ) from None
 
 
-def _program(run: CheckRun, steps: list[str]) -> str:
-    """The failing steps Hypothesis printed, as a script that replays them."""
+def _scripted_context(failure: CheckFailure) -> str:
+    count = sum(1 for line in (failure.repro or "").splitlines() if line.startswith("state."))
+    where = f"(a hand-written life, failing at its step {count}: the replay's last line)"
+    return f"{failure.context}\n{where}" if failure.context else where
+
+
+def _program(run: CheckRun, steps: list[str], replayer: str) -> str:
+    """The failing steps, as a script that replays them through ``replayer``."""
+    lines = [line.strip() for chunk in steps for line in chunk.splitlines()]
+    module = (
+        "rtmm_protocol.conformance"
+        if replayer == "life_machine_for"
+        else "rtmm_protocol.conformance.checks.changes"
+    )
+    which = "" if replayer == "life_machine_for" else f"check_id={run.check_id!r}, "
     return "\n".join(
         [
-            "from rtmm_protocol.conformance import life_machine_for",
-            f"GatherLife = life_machine_for({run.factory_spec!r}, mode={run.mode!r}, "
+            f"from {module} import {replayer}",
+            f"GatherLife = {replayer}({run.factory_spec!r}, {which}mode={run.mode!r}, "
             f"device={str(run.device)!r})",
-            *(line for line in steps if line.startswith("state")),
+            *(line for line in lines if line.startswith("state")),
         ]
     )

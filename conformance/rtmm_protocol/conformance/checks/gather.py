@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance import cases
+from rtmm_protocol.conformance import cases, trusted
 from rtmm_protocol.conformance.check_run import CheckRun
 from rtmm_protocol.conformance.gather_call import GatherCall, Gathered, describe_error
 from rtmm_protocol.conformance.instruments import EVERY_KEY
@@ -28,6 +28,7 @@ from rtmm_protocol.conformance.strategies import (
     lookahead_only_misses,
     non_embed_only_misses,
     prefill_first,
+    with_non_embed_windows,
     with_zero_scheduled,
 )
 
@@ -97,11 +98,11 @@ def _expected_sources(call: GatherCall, req_id: str | None = None) -> list[tuple
 
 def _compare_mask(call: GatherCall, gathered: Gathered, what: str) -> None:
     expected = call.oracle.mask_tensor()
-    diff = torch.nonzero(expected != gathered.mask).flatten().tolist()
+    diff = trusted.nonzero(trusted.ne(expected, gathered.mask)).flatten().tolist()
     if diff:
         raise CheckFailure(
             what,
-            expected=f"True at {call.describe_slots(torch.nonzero(expected).flatten().tolist())}"
+            expected=f"True at {call.describe_slots(trusted.nonzero(expected).flatten().tolist())}"
             if bool(expected.any())
             else "an all-False mask",
             seen=f"the mask differs at {call.describe_slots(diff)}",
@@ -121,7 +122,13 @@ def _no_raise(call: GatherCall, what: str) -> Gathered:
 # ---------------------------------------------------------------------- G1
 
 
-@scenario_check("G1-window-slots", strategy=_prompt_windows, cases=cases.WINDOW_CASES)
+@scenario_check(
+    "G1-window-slots",
+    "MUST",
+    "Request i covers positions [num_computed_tokens[i] + L, ... + num_scheduled_tokens[i]) and position p lands in slot query_start_loc[i] + (p - start).",
+    strategy=_prompt_windows,
+    cases=cases.WINDOW_CASES,
+)
 def _window_slots(run: CheckRun, scenario: GatherScenario) -> None:
     call = run.gather_fresh(scenario)
     gathered = call.unpack()
@@ -134,6 +141,8 @@ def _window_slots(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G1-zero-scheduled-contributes-nothing",
+    "MUST",
+    "A request with zero scheduled tokens contributes nothing, wherever its window starts.",
     strategy=lambda run: with_zero_scheduled(gather_scenarios(cache_miss_rate=0.3)),
     cases=cases.ZERO_SCHEDULED_CASES,
 )
@@ -169,6 +178,8 @@ def _skip_family(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
 
 @scenario_check(
     "G2-nonrealtime-decode-skipped",
+    "MUST",
+    "With a non-realtime model, a request whose window starts at or past prefill_len contributes no piece and no mask bit.",
     strategy=_skip_family,
     cases=cases.SKIP_CASES,
     modes=("non-realtime",),
@@ -201,6 +212,8 @@ def _decode_skipped(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G2-skipped-outputs-not-read",
+    "MUST",
+    "The encoder outputs of a skipped non-realtime decode request are not read from the cache.",
     strategy=_skip_family,
     cases=cases.SKIP_CASES,
     modes=("non-realtime",),
@@ -229,6 +242,8 @@ def _skipped_not_read(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G2-all-skipped-empty-result",
+    "MUST",
+    "When every request is skipped the result is ([], an all-False mask).",
     strategy=lambda run: gather_scenarios(windows="decode", cache_miss_rate=0.3),
     cases=cases.ALL_SKIPPED_CASES,
     modes=("non-realtime",),
@@ -255,6 +270,8 @@ def _all_skipped(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G3-realtime-decode-gathers",
+    "MUST",
+    "With a realtime model every request gathers over its window, decode steps included.",
     strategy=lambda run: gather_scenarios(
         windows="mixed", masks=False, cache_miss_rate=0.0, lookaheads=(0,)
     ),
@@ -285,6 +302,8 @@ def _realtime_gathers(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G4-mask-type-shape",
+    "MUST",
+    "is_mm_embed is a bool CPU tensor of shape (total_num_scheduled_tokens,), never the padded count.",
     strategy=lambda run: gather_scenarios(cache_miss_rate=0.0),
     cases=[*cases.WINDOW_CASES[:1], *cases.MASK_CASES[:1]],
 )
@@ -333,6 +352,8 @@ def _mask_type_shape(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G4-non-embed-positions-false",
+    "MUST",
+    "A mask slot is True exactly at embed positions of features; positions whose is_embed is False stay False.",
     strategy=_one_masked_request,
     cases=cases.MASK_CASES,
 )
@@ -347,7 +368,13 @@ def _non_embed_false(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G5
 
 
-@scenario_check("G5-rows-match-mask", strategy=_one_masked_request, cases=cases.ROW_CASES)
+@scenario_check(
+    "G5-rows-match-mask",
+    "MUST",
+    "torch.cat(mm_embeds) has is_mm_embed.sum() rows and its j-th row is the encoder-output row of the j-th True slot.",
+    strategy=_one_masked_request,
+    cases=cases.ROW_CASES,
+)
 def _rows_match_mask(run: CheckRun, scenario: GatherScenario) -> None:
     call = run.gather_fresh(scenario)
     gathered = call.unpack()
@@ -360,7 +387,7 @@ def _rows_match_mask(run: CheckRun, scenario: GatherScenario) -> None:
             seen=f"{rows.shape[0]} rows: {_format_sources(_sources(call, gathered))}",
         )
     expected = call.expected_rows()
-    if rows.shape != expected.shape or not torch.equal(rows, expected):
+    if rows.shape != expected.shape or not trusted.equal(rows, expected):
         raise CheckFailure(
             "the gathered rows are not the encoder-output rows of the True slots",
             expected=_format_sources(_expected_sources(call)),
@@ -373,8 +400,10 @@ def _rows_match_mask(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G6-one-piece-per-feature-window",
-    strategy=lambda run: gather_scenarios(
-        windows="prefill", masks=False, cache_miss_rate=0.0, lookaheads=(0,)
+    "MUST",
+    "mm_embeds holds one piece per (request, feature) pair with an embed position in the window, in batch order then feature order.",
+    strategy=lambda run: with_non_embed_windows(
+        gather_scenarios(windows="prefill", masks=True, cache_miss_rate=0.0, lookaheads=(0,))
     ),
     cases=cases.PIECE_CASES,
 )
@@ -399,7 +428,13 @@ def _one_piece_per_pair(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check("G6-pieces-are-views", strategy=_anything, cases=cases.ANY_CASES)
+@scenario_check(
+    "G6-pieces-are-views",
+    "MUST",
+    "Each piece is a contiguous row slice (a view, no copy) of its feature's cached output.",
+    strategy=_anything,
+    cases=cases.ANY_CASES,
+)
 def _pieces_are_views(run: CheckRun, scenario: GatherScenario) -> None:
     call = run.gather_fresh(scenario)
     if call.oracle.raises:
@@ -432,7 +467,13 @@ def _is_row_view(piece: torch.Tensor, outputs: Iterable[torch.Tensor]) -> bool:
     return False
 
 
-@scenario_check("G6-pieces-carry-modality", strategy=_anything, cases=cases.ANY_CASES)
+@scenario_check(
+    "G6-pieces-carry-modality",
+    "SHOULD",
+    "Each piece carries its feature's modality as piece.modality.",
+    strategy=_anything,
+    cases=cases.ANY_CASES,
+)
 def _pieces_modality(run: CheckRun, scenario: GatherScenario) -> None:
     call = run.gather_fresh(scenario)
     if call.oracle.raises:
@@ -460,6 +501,8 @@ def _pieces_modality(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G7-missing-output-raises",
+    "MUST",
+    "A needed encoder output missing inside the scheduled tokens raises a RuntimeError subclass whose message names the identifier.",
     strategy=lambda run: gather_scenarios(
         windows="prefill", masks=False, cache_miss_rate=0.5, lookaheads=(0,)
     ),
@@ -494,6 +537,8 @@ def _missing_raises(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G7-lookahead-miss-falls-back",
+    "MUST",
+    "A missing output of a feature starting at or after the scheduled end, reached only through the look-ahead, falls back to token embeddings without raising.",
     strategy=lambda run: lookahead_only_misses(
         gather_scenarios(windows="prefill", masks=False, cache_miss_rate=0.0, lookaheads=(1, 2))
     ),
@@ -510,6 +555,8 @@ def _lookahead_miss(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G7-non-embed-window-needs-nothing",
+    "MUST",
+    "A window over only non-embed positions of a feature needs no encoder output.",
     strategy=lambda run: non_embed_only_misses(
         gather_scenarios(windows="prefill", masks=True, cache_miss_rate=0.0, lookaheads=(0,))
     ),
@@ -526,7 +573,13 @@ def _non_embed_miss(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G8, G9
 
 
-@scenario_check("G8-cache-unchanged", strategy=_anything_with_misses, cases=cases.ANY_CASES)
+@scenario_check(
+    "G8-cache-unchanged",
+    "MUST",
+    "Gathering changes no encoder output, feature or cache dict.",
+    strategy=_anything_with_misses,
+    cases=cases.ANY_CASES,
+)
 def _cache_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
     built = run.build_loaded(scenario)
     before = CacheSnapshot.take(built.cache)
@@ -540,7 +593,13 @@ def _cache_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check("G9-inputs-unchanged", strategy=_anything_with_misses, cases=cases.ANY_CASES)
+@scenario_check(
+    "G9-inputs-unchanged",
+    "MUST",
+    "The numpy arrays passed in are unchanged after the call.",
+    strategy=_anything_with_misses,
+    cases=cases.ANY_CASES,
+)
 def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
     call = run.gather_fresh(scenario)
     changed = [
@@ -550,7 +609,7 @@ def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
             isinstance(value, np.ndarray)
             and value.shape == call.before[name].shape
             and value.dtype == call.before[name].dtype
-            and np.array_equal(value, call.before[name])
+            and trusted.array_equal(value, call.before[name])
         )
     ]
     if changed:
@@ -569,6 +628,9 @@ def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "G10-state-matches-oracle",
+    "MUST",
+    "ModelState.gather_mm_embeddings(batch, L) equals the runner-level gather over the batch's fields (num_tokens, prefill_len_np, num_computed_tokens_np).",
+    targets=("model_state",),
     strategy=_anything_with_misses,
     cases=cases.ANY_CASES,
     cross_cutting=True,
@@ -587,7 +649,7 @@ def _state_matches_oracle(run: CheckRun, scenario: GatherScenario) -> None:
     _compare_mask(call, gathered, "the state-level mask differs from the runner-level gather")
     rows = gathered.rows(scenario.hidden_size)
     expected = call.expected_rows()
-    if rows.shape != expected.shape or not torch.equal(rows, expected):
+    if rows.shape != expected.shape or not trusted.equal(rows, expected):
         raise CheckFailure(
             "the state-level rows differ from the runner-level gather",
             expected=_format_sources(_expected_sources(call)),

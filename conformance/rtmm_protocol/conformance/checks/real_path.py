@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance import cases
+from rtmm_protocol.conformance import cases, trusted
 from rtmm_protocol.conformance.check_run import CheckRun
 from rtmm_protocol.conformance.gather_call import describe_error
 from rtmm_protocol.conformance.oracle import oracle_gather
@@ -82,10 +82,10 @@ def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | N
     expected32 = expected.detach().to("cpu", torch.float32)
     if seen32.shape != expected32.shape:
         return f"shape {tuple(seen32.shape)} instead of {tuple(expected32.shape)}"
-    bad = ~torch.isclose(seen32, expected32, rtol=tol.rtol, atol=tol.atol)
+    bad = ~trusted.isclose(seen32, expected32, rtol=tol.rtol, atol=tol.atol)
     if not bool(bad.any()):
         return None
-    rows = torch.nonzero(bad.any(dim=1)).flatten().tolist()
+    rows = trusted.nonzero(bad.any(dim=1)).flatten().tolist()
     worst = float((seen32 - expected32).abs().max())
     return (
         f"rows {rows[:8]}{' ...' if len(rows) > 8 else ''} differ (max abs diff {worst:.3g}, "
@@ -95,6 +95,9 @@ def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | N
 
 @scenario_check(
     "R1-encodes-scheduled-items",
+    "MUST",
+    "get_mm_embeddings runs the encoder for each scheduled item with data and caches its output under the identifier.",
+    targets=("model_state",),
     strategy=_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -128,6 +131,9 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "R1-no-reencode",
+    "MUST",
+    "Items already cached, or whose data is None, are not encoded again.",
+    targets=("model_state",),
     strategy=_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -165,6 +171,9 @@ def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
 
 @scenario_check(
     "R2-returns-padded-buffer-slice",
+    "MUST",
+    "get_mm_embeddings returns the first num_tokens_after_padding rows of the buffer.",
+    targets=("model_state",),
     strategy=_unmasked_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -181,7 +190,14 @@ def _padded_slice(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check("R2-merged-rows-match-eager", strategy=_prompt_steps, cases=cases.PROMPT_STEP_CASES)
+@scenario_check(
+    "R2-merged-rows-match-eager",
+    "MUST",
+    "The first num_tokens rows equal model.embed_input_ids(input_ids[:num_tokens], mm_embeds, is_mm_embed) computed eagerly (per-dtype tolerance).",
+    targets=("model_state",),
+    strategy=_prompt_steps,
+    cases=cases.PROMPT_STEP_CASES,
+)
 def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
     result, error = step.attempt()
@@ -218,7 +234,14 @@ def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check("R3-decode-steps", strategy=_decode_steps, cases=cases.DECODE_STEP_CASES)
+@scenario_check(
+    "R3-decode-steps",
+    "MUST",
+    "Realtime decode steps get multimodal rows at positions in features; non-realtime decode steps get plain token embeddings.",
+    targets=("model_state",),
+    strategy=_decode_steps,
+    cases=cases.DECODE_STEP_CASES,
+)
 def _decode_steps_merge(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
     result = step.get_mm_embeddings(run)

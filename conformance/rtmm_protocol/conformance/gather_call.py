@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from rtmm_protocol.conformance import trusted
 from rtmm_protocol.conformance.catalog import TargetKind
 from rtmm_protocol.conformance.instruments import InstrumentedEncoderCache
 from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
@@ -170,7 +171,7 @@ class GatherCall:
         """
         for identifier, output in self.outputs.items():
             matches = (output.detach().to("cpu", torch.float32) == row).all(dim=1)
-            hits = torch.nonzero(matches)
+            hits = trusted.nonzero(matches)
             if hits.numel():
                 return identifier, int(hits[0, 0])
         return None

@@ -29,7 +29,12 @@ __all__: list[str] = []
 _BUILDS = ("T1-factory-builds",)
 
 
-@check("T1-factory-builds", prerequisites=())
+@check(
+    "T1-factory-builds",
+    "MUST",
+    "The factory returns a target for the conformance context without raising.",
+    prerequisites=(),
+)
 def _factory_builds(run: CheckRun) -> None:
     run.build()
 
@@ -38,7 +43,12 @@ def _protocol_of(built: Built) -> type:
     return ModelState if built.kind == "model_state" else MMEmbeddingGatherer
 
 
-@check("T1-protocol-members", prerequisites=_BUILDS)
+@check(
+    "T1-protocol-members",
+    "MUST",
+    "The target has every member of the ModelState or MMEmbeddingGatherer Protocol, with attributes of the declared types.",
+    prerequisites=_BUILDS,
+)
 def _protocol_members(run: CheckRun) -> None:
     built = run.build()
     target = built.target
@@ -87,7 +97,13 @@ def _signature_problems(built: Built) -> list[SignatureProblem]:
     return check_gatherer_signature(built.target)
 
 
-@check("T2-no-renamed-parameters", modes=(None,), prerequisites=_BUILDS)
+@check(
+    "T2-no-renamed-parameters",
+    "MUST",
+    "No method still names a parameter by its pre-rename name (computed_prefill_lens is now num_computed_tokens).",
+    modes=(None,),
+    prerequisites=_BUILDS,
+)
 def _no_renamed(run: CheckRun) -> None:
     built = run.build()
     renamed = [p for p in _signature_problems(built) if p.parameter in RENAMED_PARAMETERS]
@@ -102,7 +118,13 @@ def _no_renamed(run: CheckRun) -> None:
         )
 
 
-@check("T2-signature-matches-protocol", modes=(None,), prerequisites=_BUILDS)
+@check(
+    "T2-signature-matches-protocol",
+    "MUST",
+    "Method parameters match the Protocol's names, order and defaults.",
+    modes=(None,),
+    prerequisites=_BUILDS,
+)
 def _signature_matches(run: CheckRun) -> None:
     built = run.build()
     problems = [
@@ -121,7 +143,12 @@ def _signature_matches(run: CheckRun) -> None:
         )
 
 
-@check("T3-realtime-guard-semantics", modes=(None,))
+@check(
+    "T3-realtime-guard-semantics",
+    "MUST",
+    "Only a class-level supports_realtime that is True makes a model realtime; an instance attribute or a truthy non-bool does not.",
+    modes=(None,),
+)
 def _realtime_guard(run: CheckRun) -> None:
     # A request decoding past its prompt, with a cached feature in its window: a
     # realtime model gathers it, a non-realtime one skips it.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from rtmm_protocol.conformance import trusted
 from rtmm_protocol.conformance.check_run import CheckRun
 from rtmm_protocol.conformance.outcomes import CheckFailure
 from rtmm_protocol.conformance.real_step import prepare_real_step
@@ -58,7 +59,12 @@ def _views(run: CheckRun, target: object, sizes: list[int]) -> dict[int, torch.T
     return views
 
 
-@check("D1-dummy-shape-dtype-device")
+@check(
+    "D1-dummy-shape-dtype-device",
+    "MUST",
+    "dummy_inputs_embeds(n) has shape (n, hidden_size) and the state's dtype and device for every 0 <= n <= max_num_tokens.",
+    targets=("model_state",),
+)
 def _shape(run: CheckRun) -> None:
     built = run.build()
     ctx = built.parts.ctx
@@ -82,7 +88,12 @@ def _shape(run: CheckRun) -> None:
 
 
 @check(
-    "D1-text-only-returns-none", modes=("text-only",), prerequisites=("T2-no-renamed-parameters",)
+    "D1-text-only-returns-none",
+    "MUST",
+    "A state built for a text-only model returns None from dummy_inputs_embeds.",
+    targets=("model_state",),
+    modes=("text-only",),
+    prerequisites=("T2-no-renamed-parameters",),
 )
 def _text_only(run: CheckRun) -> None:
     built = run.build()
@@ -101,7 +112,12 @@ def _storage(view: torch.Tensor) -> int:
     return view.untyped_storage().data_ptr()
 
 
-@check("D2-dummy-views-share-storage")
+@check(
+    "D2-dummy-views-share-storage",
+    "MUST",
+    "Every dummy_inputs_embeds(n) is a view of one buffer, starting at its first row.",
+    targets=("model_state",),
+)
 def _one_buffer(run: CheckRun) -> None:
     built = run.build()
     top = _max_tokens(run, built.target)
@@ -126,7 +142,12 @@ def _one_buffer(run: CheckRun) -> None:
                 )
 
 
-@check("D2-real-path-shares-storage")
+@check(
+    "D2-real-path-shares-storage",
+    "MUST",
+    "get_mm_embeddings writes into and returns the same buffer the dummy runs hand out.",
+    targets=("model_state",),
+)
 def _real_shares(run: CheckRun) -> None:
     step = prepare_real_step(run, _STEP)
     target = step.built.target
@@ -142,7 +163,7 @@ def _real_shares(run: CheckRun) -> None:
         )
     n = step.batch.num_tokens
     after = _views(run, target, [top])[top]
-    if not torch.equal(after[:n].detach().cpu(), result[:n].detach().cpu()):
+    if not trusted.equal(after[:n].detach().cpu(), result[:n].detach().cpu()):
         raise CheckFailure(
             "the dummy buffer does not hold the rows get_mm_embeddings returned",
             expected=f"dummy_inputs_embeds({top})[:{n}] equal to the returned rows",
@@ -150,7 +171,12 @@ def _real_shares(run: CheckRun) -> None:
         )
 
 
-@check("D3-dummy-no-encoder-no-cache")
+@check(
+    "D3-dummy-no-encoder-no-cache",
+    "MUST",
+    "A dummy run neither calls the encoder nor reads or writes the encoder cache, realtime models included.",
+    targets=("model_state",),
+)
 def _no_encoder(run: CheckRun) -> None:
     step = prepare_real_step(run, _STEP)
     target = step.built.target
@@ -176,7 +202,13 @@ def _no_encoder(run: CheckRun) -> None:
         )
 
 
-@check("D4-dummy-no-allocation", needs_cuda=True)
+@check(
+    "D4-dummy-no-allocation",
+    "MUST",
+    "A dummy run allocates no device memory (CUDA allocator statistics unchanged).",
+    targets=("model_state",),
+    needs_cuda=True,
+)
 def _no_allocation(run: CheckRun) -> None:
     built = run.build()
     target = built.target
@@ -196,7 +228,12 @@ def _no_allocation(run: CheckRun) -> None:
         )
 
 
-@check("D5-oversize-raises")
+@check(
+    "D5-oversize-raises",
+    "SHOULD",
+    "dummy_inputs_embeds(n) with n > max_num_tokens or n < 0 raises ValueError naming both numbers.",
+    targets=("model_state",),
+)
 def _oversize(run: CheckRun) -> None:
     built = run.build()
     target = built.target

@@ -12,6 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+# Imported for its side effect first: the comparison functions the verdicts use are
+# captured before a factory module (target code) is imported by load_factory.
+from rtmm_protocol.conformance import trusted  # noqa: F401  # isort: skip
 from rtmm_protocol.conformance.catalog import TargetKind
 from rtmm_protocol.conformance.context import ConformanceContext
 from rtmm_protocol.conformance.defaults import REFERENCE_GATHERER, REFERENCE_MODEL_STATE

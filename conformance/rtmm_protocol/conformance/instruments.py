@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 
 import torch
 
+from rtmm_protocol.conformance import trusted
 from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.reference.toy_models import ToyReplaceModel
@@ -187,7 +188,7 @@ class EncoderCallLog:
                 inputs.numel() > 0
                 and tensor.shape == inputs.shape
                 and tensor.device == inputs.device
-                and bool(torch.equal(tensor, inputs))
+                and bool(trusted.equal(tensor, inputs))
             )
         )
 

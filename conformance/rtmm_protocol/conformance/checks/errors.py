@@ -17,6 +17,7 @@ from rtmm_protocol.conformance.check_run import Built, CheckRun
 from rtmm_protocol.conformance.gather_call import describe_error, load_scenario, make_batch
 from rtmm_protocol.conformance.outcomes import CheckFailure
 from rtmm_protocol.conformance.registry import check
+from rtmm_protocol.conformance.request_states import request_states_for
 from rtmm_protocol.conformance.snapshots import CacheSnapshot, tensor_changes
 from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
 from rtmm_protocol.conformance.timeout import CheckInterrupted
@@ -95,7 +96,7 @@ def _batch_call(
         batch = replace(make_batch(scenario, run.device), **changes)  # type: ignore[arg-type]
         target = built.target
         if real_path:
-            return target.get_mm_embeddings({}, batch)  # type: ignore[attr-defined]
+            return target.get_mm_embeddings({}, batch, request_states_for(batch))  # type: ignore[attr-defined]
         return target.gather_mm_embeddings(batch, draft_lookahead=lookahead)  # type: ignore[attr-defined]
 
     return call
@@ -185,7 +186,32 @@ def _bad_feature(
     features: list[MultiModalFeature],
     outputs: dict[str, tuple[int, int]],
 ) -> _BadInput:
-    return _BadInput(what, names, _gather_one_request, prepare=_store(features, outputs))
+    return _BadInput(
+        f"{what} ({_describe_case(features, outputs)})",
+        names,
+        _gather_one_request,
+        prepare=_store(features, outputs),
+    )
+
+
+def _describe_case(features: list[MultiModalFeature], outputs: dict[str, tuple[int, int]]) -> str:
+    """The exact case: each feature's placeholder and mask, each output's shape."""
+    parts = []
+    for feature in features:
+        pos = feature.mm_position
+        mask = pos.is_embed
+        masked = (
+            ""
+            if mask is None
+            else f", is_embed {mask.dtype} of length {mask.shape[0] if mask.dim() else 0}"
+        )
+        shape = outputs.get(feature.identifier)
+        output = "no output" if shape is None else f"output shape {shape}"
+        parts.append(
+            f"feature {feature.identifier!r} at [{pos.offset}, {pos.offset + pos.length}){masked}, "
+            f"{output}"
+        )
+    return "; ".join(parts)
 
 
 def _malformed_features(hidden: int) -> list[_BadInput]:
@@ -250,7 +276,11 @@ def _all_bad_inputs(run: CheckRun) -> list[_BadInput]:
     return [*_malformed_batches(run.kind), *_malformed_features(run.settings.hidden_size)]
 
 
-@check("E1-malformed-batch-rejected")
+@check(
+    "E1-malformed-batch-rejected",
+    "SHOULD",
+    "A malformed batch (disagreeing lengths, bad query_start_loc, negative counts or look-ahead, wrong total, unknown req_id) raises ValueError or TypeError.",
+)
 def _batch_rejected(run: CheckRun) -> None:
     accepted = [
         a.case.what
@@ -265,7 +295,11 @@ def _batch_rejected(run: CheckRun) -> None:
         )
 
 
-@check("E1-error-names-field")
+@check(
+    "E1-error-names-field",
+    "SHOULD",
+    "The error raised for a malformed batch names the offending field.",
+)
 def _names_field(run: CheckRun) -> None:
     unnamed = []
     for attempt in (_attempt(run, c) for c in _malformed_batches(run.kind)):
@@ -280,7 +314,11 @@ def _names_field(run: CheckRun) -> None:
         )
 
 
-@check("E2-malformed-feature-rejected")
+@check(
+    "E2-malformed-feature-rejected",
+    "SHOULD",
+    "Malformed features (unsorted, overlapping, bad is_embed, mis-shaped encoder output) raise ValueError naming the identifier.",
+)
 def _feature_rejected(run: CheckRun) -> None:
     problems = []
     for attempt in (_attempt(run, c) for c in _malformed_features(run.settings.hidden_size)):
@@ -294,10 +332,15 @@ def _feature_rejected(run: CheckRun) -> None:
             "malformed features were not rejected with an error naming the identifier",
             expected="ValueError naming the feature's identifier, with validation on",
             seen="; ".join(problems),
+            repro=_rerun(run),
         )
 
 
-@check("E3-bad-input-clean-errors")
+@check(
+    "E3-bad-input-clean-errors",
+    "MUST",
+    "Bad input raises ValueError or TypeError or is handled, never another exception, and a rejected call leaves the buffer and the cache untouched.",
+)
 def _clean_errors(run: CheckRun) -> None:
     problems = []
     for attempt in (_attempt(run, c) for c in _all_bad_inputs(run)):
@@ -327,13 +370,21 @@ def _oversize_batches(run: CheckRun, top: int) -> list[tuple[str, ReferenceInput
     ]
 
 
-@check("E3-no-silent-truncation")
+@check(
+    "E3-no-silent-truncation",
+    "MUST",
+    "A batch larger than max_num_tokens or an encoder output too short for its placeholder is rejected, not silently cut.",
+)
 def _no_truncation(run: CheckRun) -> None:
     problems = []
+    faults = []
     short = next(c for c in _malformed_features(run.settings.hidden_size) if "fewer rows" in c.what)
     attempt = _attempt(run, short)
     if attempt.error is None:
         problems.append(f"{short.what}: a result instead of an error")
+        faults.append(
+            "an encoder output shorter than its placeholder's embed positions was accepted"
+        )
     if run.kind == "model_state":
         built = run.build()
         top = getattr(built.target, "max_num_tokens", run.settings.max_num_tokens)
@@ -342,7 +393,8 @@ def _no_truncation(run: CheckRun) -> None:
             built.cache.add_request("b", [])
         for what, batch in _oversize_batches(run, top):
             try:
-                value = built.target.get_mm_embeddings({}, batch)  # type: ignore[attr-defined]
+                states = request_states_for(batch)
+                value = built.target.get_mm_embeddings({}, batch, states)  # type: ignore[attr-defined]
             except Exception:
                 continue
             rows = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
@@ -350,10 +402,18 @@ def _no_truncation(run: CheckRun) -> None:
                 isinstance(value, torch.Tensor) and value.shape[0] >= batch.num_tokens_after_padding
             ):
                 problems.append(f"get_mm_embeddings with {what}: a short result {rows}")
+                faults.append("a batch larger than max_num_tokens was silently cut")
     if problems:
         raise CheckFailure(
-            "input larger than what fits was silently cut",
+            "; ".join(dict.fromkeys(faults)),
             expected="an error (ValueError) when the batch exceeds max_num_tokens or an "
             "encoder output is too short for its placeholder",
             seen="; ".join(problems),
+            repro=_rerun(run),
         )
+
+
+def _rerun(run: CheckRun) -> str:
+    """The command that reruns this check alone (its cases are fixed, not drawn)."""
+    label = run.check_id if run.mode is None else f"{run.check_id}[{run.mode}]"
+    return f"# shell\npytest --conformance={run.factory_spec} -k {label!r}"

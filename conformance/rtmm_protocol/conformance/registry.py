@@ -1,8 +1,11 @@
-"""Binding check implementations to the catalog's IDs.
+"""Defining checks: the decorators that give a check function its ID, level and statement.
 
-Each ``checks/*.py`` module decorates its functions with :func:`check` or
-:func:`scenario_check`; :func:`implementations` imports them all and returns the
-registry. A self-test asserts that the registry and the catalog list the same IDs.
+Each ``checks/<area>.py`` module decorates its functions with :func:`check` or
+:func:`scenario_check`, whose first three arguments (ID, level, statement) and
+``targets``/``since`` options are the check's one definition. The catalog reads the same
+decorators from the source without importing anything; :func:`implementations` imports
+the modules and returns the registry, and refuses a check whose record differs from the
+catalog's (a decorator whose arguments are not literals).
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance.catalog import CHECKS_BY_ID, CheckInfo
+from rtmm_protocol.conformance.catalog import (
+    AREAS,
+    CHECKS_BY_ID,
+    DEFAULT_SINCE,
+    DEFAULT_TARGETS,
+    CheckInfo,
+    Level,
+    TargetKind,
+)
 from rtmm_protocol.conformance.check_run import CheckRun
 from rtmm_protocol.conformance.context import MODES, Mode
 from rtmm_protocol.conformance.strategies import GatherScenario
@@ -34,15 +45,7 @@ BASIC_PREREQUISITES: tuple[str, ...] = ("T1-protocol-members", "T2-no-renamed-pa
 #: ``body(run, scenario)``: one example of a scenario-driven check.
 ExampleBody = Callable[[CheckRun, GatherScenario], None]
 
-_CHECK_MODULES = (
-    "rtmm_protocol.conformance.checks.signatures",
-    "rtmm_protocol.conformance.checks.gather",
-    "rtmm_protocol.conformance.checks.stateful",
-    "rtmm_protocol.conformance.checks.dummy_run",
-    "rtmm_protocol.conformance.checks.real_path",
-    "rtmm_protocol.conformance.checks.cuda_graphs",
-    "rtmm_protocol.conformance.checks.errors",
-)
+_CHECK_MODULES = tuple(f"rtmm_protocol.conformance.checks.{area}" for area in AREAS)
 
 _REGISTRY: dict[str, CheckImpl] = {}
 
@@ -78,27 +81,52 @@ def _register(impl: CheckImpl) -> None:
     _REGISTRY[impl.id] = impl
 
 
-def _info(check_id: str) -> CheckInfo:
-    try:
-        return CHECKS_BY_ID[check_id]
-    except KeyError:
-        raise RuntimeError(f"check {check_id!r} is not in the catalog") from None
+def _info(
+    check_id: str,
+    level: Level,
+    statement: str,
+    targets: tuple[TargetKind, ...],
+    since: str,
+    fn: Callable[..., None],
+) -> CheckInfo:
+    """The check's record as its decorator states it; it must be the catalog's."""
+    info = CheckInfo(
+        id=check_id,
+        clause=check_id.split("-", 1)[0],
+        level=level,
+        area=fn.__module__.rsplit(".", 1)[-1],  # type: ignore[arg-type]  # checked below
+        statement=statement,
+        since=since,
+        targets=targets,
+    )
+    listed = CHECKS_BY_ID.get(check_id)
+    if listed != info:
+        raise RuntimeError(
+            f"check {check_id!r} in {fn.__module__} differs from the catalog's record "
+            f"({listed!r}); a check is defined in checks/<area>.py by a decorator whose "
+            "arguments are literals"
+        )
+    return info
 
 
 def check(
     check_id: str,
+    level: Level,
+    statement: str,
     *,
+    targets: tuple[TargetKind, ...] = DEFAULT_TARGETS,
+    since: str = DEFAULT_SINCE,
     modes: tuple[Mode | None, ...] = MODES,
     prerequisites: tuple[str, ...] = BASIC_PREREQUISITES,
     cross_cutting: bool = False,
     needs_cuda: bool = False,
 ) -> Callable[[Callable[[CheckRun], None]], Callable[[CheckRun], None]]:
-    """Register ``fn(run)`` as the implementation of a catalog check."""
+    """Define the check ``check_id`` (its level and statement) as ``fn(run)``."""
 
     def decorate(fn: Callable[[CheckRun], None]) -> Callable[[CheckRun], None]:
         _register(
             CheckImpl(
-                info=_info(check_id),
+                info=_info(check_id, level, statement, targets, since, fn),
                 run=fn,
                 modes=modes,
                 prerequisites=prerequisites,
@@ -113,14 +141,18 @@ def check(
 
 def scenario_check(
     check_id: str,
+    level: Level,
+    statement: str,
     *,
+    targets: tuple[TargetKind, ...] = DEFAULT_TARGETS,
+    since: str = DEFAULT_SINCE,
     strategy: Callable[[CheckRun], st.SearchStrategy[GatherScenario]],
     cases: Callable[[CheckRun], Iterable[GatherScenario]] | Sequence[GatherScenario] = (),
     modes: tuple[Mode | None, ...] = MODES,
     prerequisites: tuple[str, ...] = BASIC_PREREQUISITES,
     cross_cutting: bool = False,
 ) -> Callable[[ExampleBody], ExampleBody]:
-    """Register ``body(run, scenario)`` run over hand-placed cases and random scenarios."""
+    """Define the check ``check_id`` as ``body(run, scenario)`` over cases and random scenarios."""
 
     def decorate(body: ExampleBody) -> ExampleBody:
         def run(r: CheckRun) -> None:
@@ -129,7 +161,7 @@ def scenario_check(
 
         _register(
             CheckImpl(
-                info=_info(check_id),
+                info=_info(check_id, level, statement, targets, since, body),
                 run=run,
                 modes=modes,
                 prerequisites=prerequisites,

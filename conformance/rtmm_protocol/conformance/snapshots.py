@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rtmm_protocol.conformance import trusted
 from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.feature import MultiModalFeature
 
@@ -60,7 +61,7 @@ class _Feature:
         if (self.is_embed is None) != (other.is_embed is None) or (
             self.is_embed is not None
             and other.is_embed is not None
-            and not torch.equal(self.is_embed, other.is_embed)
+            and not trusted.equal(self.is_embed, other.is_embed)
         ):
             found.append("is_embed")
         if self.num_embeds != other.num_embeds:
@@ -93,9 +94,9 @@ def tensor_changes(before: torch.Tensor, after: torch.Tensor) -> str | None:
     """A description of how two snapshots of one tensor differ, or ``None``."""
     if before.shape != after.shape or before.dtype != after.dtype:
         return f"shape/dtype {tuple(before.shape)}/{before.dtype} -> {tuple(after.shape)}/{after.dtype}"
-    if torch.equal(before, after):
+    if trusted.equal(before, after):
         return None
-    changed = torch.nonzero((before != after).reshape(before.shape[0], -1).any(dim=1))
+    changed = trusted.nonzero(trusted.ne(before, after).reshape(before.shape[0], -1).any(dim=1))
     return f"rows {changed.flatten().tolist()[:6]} changed"
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "lookahead_only_misses",
     "non_embed_only_misses",
     "prefill_first",
+    "with_non_embed_windows",
     "with_zero_scheduled",
 ]
 
@@ -421,6 +422,35 @@ def _no_embed_in_window(spec: FeatureSpec, request: RequestSpec, lookahead: int)
     if hi <= lo:
         return True
     return spec.is_embed is not None and not any(spec.is_embed[lo:hi])
+
+
+@st.composite
+def with_non_embed_windows(
+    draw: st.DrawFn, base: st.SearchStrategy[GatherScenario]
+) -> GatherScenario:
+    """Scenarios in which some (request, feature) pairs see only non-embed positions.
+
+    For each feature that overlaps its request's window, with chance 1/2, every
+    position of the overlap gets ``is_embed`` False (the rest of the mask is kept), so
+    the pair must contribute no piece at all (SPEC G6) although its output is cached.
+    """
+    scenario = draw(base)
+    look = scenario.draft_lookahead
+    requests = []
+    for request in scenario.requests:
+        start = request.num_computed_tokens + look
+        end = start + request.num_scheduled_tokens
+        features = []
+        for spec in request.features:
+            lo = max(start, spec.offset) - spec.offset
+            hi = min(end, spec.offset + spec.length) - spec.offset
+            if hi > lo and draw(st.booleans()):
+                flags = list(spec.is_embed) if spec.is_embed is not None else [True] * spec.length
+                flags[lo:hi] = [False] * (hi - lo)
+                spec = replace(spec, is_embed=tuple(flags))
+            features.append(spec)
+        requests.append(replace(request, features=tuple(features)))
+    return replace(scenario, requests=tuple(requests))
 
 
 @st.composite

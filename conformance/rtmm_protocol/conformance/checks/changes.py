@@ -1,0 +1,286 @@
+"""The C checks: a target through a life in which the engine changes the cache the SPEC C1 ways.
+
+The stateful life of G8 changes the cache only through its methods and re-caches an
+output with the values it had. Here the life also makes every other change SPEC C1
+allows between two steps: a request added by assigning its list, a feature appended
+to the list in place or by assigning a longer list, a list item replaced by one with
+the same identifier and placeholder (``dataclasses.replace``, a data update), outputs
+stored, deleted and re-put with *new* values by assigning into ``encoder_outputs``
+directly, and freed and put again. A state that keeps derived data between calls (an
+offset table, a pointer per identifier) must notice each one.
+
+Two checks judge the same lives: C1 that no allowed change makes the target refuse a
+gather that is due, C2 that every result equals what a fresh state returns on the
+current cache (the oracle), including the error for an output that is gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from rtmm_protocol.conformance.check_run import CheckRun
+from rtmm_protocol.conformance.checks.stateful import (
+    Judge,
+    _compare,
+    _feature_shapes,
+    _FeatureShape,
+    _Request,
+    life_machine,
+    run_lives,
+)
+from rtmm_protocol.conformance.gather_call import GatherCall, describe_error
+from rtmm_protocol.conformance.outcomes import CheckFailure
+from rtmm_protocol.conformance.registry import check
+from rtmm_protocol.conformance.strategies import FeatureSpec, distinct_output
+from rtmm_protocol.feature import MultiModalFeature
+
+__all__ = ["change_life", "change_life_for"]
+
+_choice = st.integers(0, 1000)
+#: Ordinal stride between generations of one feature's output: every re-put output has
+#: values no earlier output of the life had (see ``distinct_output``).
+_GENERATION_STRIDE = 1000
+
+
+def _judge_accepts(call: GatherCall) -> None:
+    """C1: a gather that is due after allowed changes is answered, not refused."""
+    if call.oracle.raises or call.error is None:
+        return
+    raise CheckFailure(
+        "the target refused a gather after a change the contract allows between steps",
+        expected="a result (every needed output is cached)",
+        seen=describe_error(call.error),
+    )
+
+
+def _judge_fresh(call: GatherCall) -> None:
+    """C2: every result is what a fresh state returns on the current cache."""
+    oracle = call.oracle
+    if oracle.raises and call.error is None:
+        missing = ", ".join(identifier for identifier, _ in oracle.missing)
+        raise CheckFailure(
+            "the target returned a result for an encoder output the cache no longer holds",
+            expected=f"the missing-output error naming {missing} (a fresh state raises it)",
+            seen="a result, made from data kept since an earlier step",
+        )
+    if oracle.raises or call.error is not None:
+        return  # the error itself is judged by G7 and C1
+    try:
+        _compare(call)
+    except CheckFailure as failure:
+        raise CheckFailure(
+            failure.what + " after a change between steps (a stale result)",
+            expected=failure.expected,
+            seen=failure.seen,
+        ) from None
+
+
+def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
+    """The G8 life with the changes of SPEC C1 as extra rules, judged by ``judge``."""
+    base = life_machine(run, judge=judge, keeps_cache=False)
+    max_requests = run.settings.max_num_reqs
+    hidden = run.settings.hidden_size
+
+    class ChangingLife(base):  # type: ignore[valid-type,misc]  # a class built at run time
+        """Requests, lists and outputs change between steps in every way C1 allows."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.generations: dict[str, int] = {}
+
+        def _live(self) -> list[FeatureSpec]:
+            return [f for r in self.requests.values() for f in r.features]
+
+        def _cached(self) -> list[str]:
+            with self.built.cache.paused():
+                return sorted(dict.keys(self.built.cache.encoder_outputs))
+
+        def _lists(self) -> dict[str, list[MultiModalFeature]]:
+            return self.built.cache.mm_features  # type: ignore[no-any-return]
+
+        def _put(self, spec: FeatureSpec) -> None:
+            """Store an output with values no earlier output of this life had."""
+            generation = self.generations.get(spec.identifier, 0) + 1
+            self.generations[spec.identifier] = generation
+            ordinal = self.ordinals[spec.identifier] + generation * _GENERATION_STRIDE
+            output = distinct_output(ordinal, spec.num_embeds, hidden).to(run.device)
+            with self.built.cache.paused():
+                self.built.cache.encoder_outputs[spec.identifier] = output
+
+        def _pick(self, choice: int) -> tuple[str, _Request]:
+            req_id = sorted(self.requests)[choice % len(self.requests)]
+            return req_id, self.requests[req_id]
+
+        @precondition(lambda self: len(self.requests) < max_requests)
+        @rule(prefill_len=st.integers(0, 20), shapes=st.lists(_feature_shapes, max_size=3))
+        def assign_request(self, prefill_len: int, shapes: list[_FeatureShape]) -> None:
+            """A new request whose list is assigned into ``mm_features`` directly."""
+            req_id = f"req-{self.counter}"
+            self.counter += 1
+            request = _Request(prefill_len)
+            cursor = 0
+            for shape in shapes:
+                spec = self._new_feature(cursor + shape[0], shape)
+                request.features.append(spec)
+                cursor = spec.offset + spec.length
+            with self.built.cache.paused():
+                self._lists()[req_id] = [f.build() for f in request.features]
+            for spec in request.features:
+                if spec.cached:
+                    self._cache(spec)
+            self.requests[req_id] = request
+
+        def _grow(self, choice: int, shape: _FeatureShape, in_place: bool) -> None:
+            req_id, request = self._pick(choice)
+            spec = self._new_feature(max(request.end, request.computed) + shape[0], shape)
+            with self.built.cache.paused():
+                features = self._lists()[req_id]
+                if in_place:
+                    features.append(spec.build())
+                else:
+                    self._lists()[req_id] = [*features, spec.build()]
+            request.features.append(spec)
+            if spec.cached:
+                self._cache(spec)
+
+        @precondition(lambda self: bool(self.requests))
+        @rule(choice=_choice, shape=_feature_shapes)
+        def append_in_place(self, choice: int, shape: _FeatureShape) -> None:
+            """A feature appended to the request's own list object."""
+            self._grow(choice, shape, in_place=True)
+
+        @precondition(lambda self: bool(self.requests))
+        @rule(choice=_choice, shape=_feature_shapes)
+        def assign_longer_list(self, choice: int, shape: _FeatureShape) -> None:
+            """A new, longer list assigned in place of the request's list."""
+            self._grow(choice, shape, in_place=False)
+
+        @precondition(lambda self: any(r.features for r in self.requests.values()))
+        @rule(choice=_choice)
+        def replace_data(self, choice: int) -> None:
+            """A list item replaced by a copy with new data (same identifier and placeholder)."""
+            specs = self._live()
+            spec = specs[choice % len(specs)]
+            req_id = next(k for k, r in self.requests.items() if spec in r.features)
+            with self.built.cache.paused():
+                features = self._lists()[req_id]
+                index = next(i for i, f in enumerate(features) if f.identifier == spec.identifier)
+                features[index] = dataclasses.replace(
+                    features[index], data={"revision": torch.tensor([self.counter])}
+                )
+            self.counter += 1
+
+        @precondition(lambda self: bool(self._live()))
+        @rule(choice=_choice)
+        def put_new_values(self, choice: int) -> None:
+            """An output stored, or replaced by one with new values, by direct assignment."""
+            specs = self._live()
+            self._put(specs[choice % len(specs)])
+
+        @precondition(lambda self: bool(self._cached()))
+        @rule(choice=_choice)
+        def delete_output(self, choice: int) -> None:
+            """An output deleted from ``encoder_outputs`` directly."""
+            cached = self._cached()
+            with self.built.cache.paused():
+                del self.built.cache.encoder_outputs[cached[choice % len(cached)]]
+
+        @precondition(lambda self: bool({f.identifier for f in self._live()} & set(self._cached())))
+        @rule(choice=_choice)
+        def free_and_put_again(self, choice: int) -> None:
+            """An output freed through the cache, then put again with new values."""
+            cached = set(self._cached())
+            specs = [f for f in self._live() if f.identifier in cached]
+            spec = specs[choice % len(specs)]
+            with self.built.cache.paused():
+                self.built.cache.free_encoder_output(spec.identifier)
+            self._put(spec)
+
+    ChangingLife.__name__ = ChangingLife.__qualname__ = "GatherLife"
+    return ChangingLife
+
+
+#: Hand-written lives, run before the random ones: every change of SPEC C1 at least
+#: once, each followed by a step whose window reads what changed.
+_SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
+    (
+        ("start", {"prompts": [(24, [(0, 4, None, True), (1, 3, (True, False, True), True)])]}),
+        ("step_all", {"size": 2}),
+        ("free_and_put_again", {"choice": 0}),
+        ("step_all", {"size": 2}),
+        ("put_new_values", {"choice": 1}),
+        ("step_all", {"size": 4}),
+        ("append_in_place", {"choice": 0, "shape": (0, 2, None, True)}),
+        ("step_all", {"size": 2}),
+        ("assign_longer_list", {"choice": 0, "shape": (0, 3, (False, True, True), True)}),
+        ("step_all", {"size": 3}),
+        ("replace_data", {"choice": 0}),
+        ("step", {"choices": [0], "sizes": [4, 0, 0, 0], "lookahead": 0}),
+    ),
+    (
+        ("start", {"prompts": [(8, [(1, 3, None, True)])]}),
+        ("assign_request", {"prefill_len": 10, "shapes": [(1, 4, None, True)]}),
+        ("step_all", {"size": 3}),
+        ("put_new_values", {"choice": 1}),
+        ("step_all", {"size": 3}),
+        ("delete_output", {"choice": 0}),
+        ("step_all", {"size": 2}),
+    ),
+)
+
+
+def change_life_for(
+    factory: object,
+    *,
+    check_id: str = "C2-changes-never-stale",
+    mode: str | None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | str = "float32",
+) -> type[RuleBasedStateMachine]:
+    """The machine of a C check for a target, to replay the steps a failure printed."""
+    # Imported here: the API module imports the check modules.
+    from rtmm_protocol.conformance.api import _check_run, make_settings
+
+    if check_id not in _JUDGES:
+        raise ValueError(f"check_id must be one of {sorted(_JUDGES)}, got {check_id!r}")
+    settings = make_settings(device=device, dtype=dtype)
+    run = _check_run(check_id, factory, mode, settings)  # type: ignore[arg-type]  # checked there
+    return change_life(run, _JUDGES[check_id])
+
+
+_JUDGES: dict[str, Judge] = {
+    "C1-changes-accepted": _judge_accepts,
+    "C2-changes-never-stale": _judge_fresh,
+}
+
+
+def _run_change_lives(
+    run: CheckRun, scripts: Sequence[tuple[tuple[str, dict[str, object]], ...]]
+) -> None:
+    run.build()  # a refused mode skips here, before Hypothesis starts
+    run_lives(run, change_life(run, _JUDGES[run.check_id]), scripts, "change_life_for")
+
+
+@check(
+    "C1-changes-accepted",
+    "MUST",
+    "After any change SPEC C1 allows between steps (a list assigned or appended to, an item replaced with new data, an output stored, deleted, freed or put again directly), the target answers every gather that is due.",
+    cross_cutting=True,
+)
+def _changes_accepted(run: CheckRun) -> None:
+    _run_change_lives(run, _SCRIPTED_LIVES)
+
+
+@check(
+    "C2-changes-never-stale",
+    "MUST",
+    "After any sequence of changes SPEC C1 allows, every gather equals what a fresh state returns on the current cache: no row, piece or mask bit kept from before a change.",
+    cross_cutting=True,
+)
+def _never_stale(run: CheckRun) -> None:
+    _run_change_lives(run, _SCRIPTED_LIVES)
