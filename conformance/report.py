@@ -180,12 +180,6 @@ class ConformanceReport:
             parts.append(
                 _plural(stale, "stale expected-failure entry").replace("entrys", "entries")
             )
-        causes = self.causes()
-        if causes:
-            failing = len(self._failing_rows())
-            parts.append(
-                f"{_plural(failing, 'failing check')} from {_plural(len(causes), 'cause')}"
-            )
         line = "conformance: " + ", ".join(parts)
         if not self.complete:
             line += " -- INCOMPLETE: " + (
