@@ -228,6 +228,8 @@ class ConformanceReport:
                     width=_LINE_WIDTH,
                     initial_indent="    ",
                     subsequent_indent="      ",
+                    break_on_hyphens=False,
+                    break_long_words=False,
                 )
             )
             lines.append(f"    replay: {self.rerun_command(cause.first)}")

@@ -377,8 +377,14 @@ def _has_suite_frame(frames: Sequence[Frame]) -> bool:
 
 
 def _render_stack(frames: Sequence[Frame]) -> str:
+    """The stack from the check's own code down, without the suite's process plumbing."""
     shown = list(frames)
-    kinds = [frame_kind(f[0]) for f in shown]
-    if "suite" in kinds:
-        shown = shown[kinds.index("suite") :]  # the test runner above it is noise
+    starts = [i for i, f in enumerate(shown) if f[2] == "_verdict" and frame_kind(f[0]) == "suite"]
+    if starts:
+        shown = shown[starts[-1] + 1 :]
+    else:
+        kinds = [frame_kind(f[0]) for f in shown]
+        if "suite" in kinds:
+            shown = shown[kinds.index("suite") :]  # the test runner above it is noise
+    shown = [f for f in shown if not f[0].endswith(("isolation.py", "timeout.py"))]
     return "\n".join(f"    {short_path(f[0])}:{f[1]} in {f[2]}" for f in shown)

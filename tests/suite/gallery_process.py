@@ -110,7 +110,10 @@ class ProcessFaultState(ReferenceModelState):
             end = computed + int(input_batch.num_scheduled_tokens[index])
             for feature in cache.mm_features.get(req_id, []):
                 offset = feature.mm_position.offset
-                if end <= offset < end + lookahead and feature.identifier not in cache.encoder_outputs:
+                if (
+                    end <= offset < end + lookahead
+                    and feature.identifier not in cache.encoder_outputs
+                ):
                     return True
         return False
 
