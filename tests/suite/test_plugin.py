@@ -275,7 +275,7 @@ def test_a_crashing_target_fails_its_checks_once_per_cause(project: Path) -> Non
         if p.get("name") == "cause"
     }  # fmt: skip
     assert len(causes) == 1
-    assert report["causes"][0]["key"] in next(iter(causes))
+    assert report["causes"][0]["key"] in str(next(iter(causes)))
 
 
 def test_a_run_stopped_early_is_reported_incomplete(project: Path) -> None:
