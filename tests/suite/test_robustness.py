@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -35,6 +36,10 @@ class _Misbehaving(ReferenceModelState):
                 pass
         if self.how == "sleep":
             time.sleep(3)
+        if self.how == "native-deadlock":
+            lock = threading.Lock()
+            lock.acquire()
+            lock.acquire()  # blocks in C: no Python-level interrupt reaches it
         if self.how in ("exit", "system-exit-in-gather"):
             sys.exit(3)
         if self.how == "os-exit":
@@ -110,6 +115,21 @@ def test_a_hanging_target_is_waited_for_once(how: str, isolation: str) -> None:
     assert "G4-mask-type-shape[realtime]" in g4["non-realtime"].reason
     assert _outcomes(report)["D1-dummy-shape-dtype-device"] == {Outcome.PASSED}
     assert not report.ok
+
+
+def test_a_target_stuck_in_native_code_is_killed_with_nothing_left_running() -> None:
+    report = _run(
+        _factory("native-deadlock"),
+        ["G4-mask-type-shape", "D1-dummy-shape-dtype-device"],
+        timeout_s=1.0,
+        isolation="fork",
+    )
+    g4 = {r.mode: r.outcome for r in report.results if r.check_id == "G4-mask-type-shape"}
+    assert g4 == {"realtime": Outcome.FAILED, "non-realtime": Outcome.BLOCKED}
+    assert _outcomes(report)["D1-dummy-shape-dtype-device"] == {Outcome.PASSED}
+    assert "still running" not in report.table()
+    with pytest.raises(ChildProcessError):  # every child was killed and reaped
+        os.waitpid(-1, os.WNOHANG)
 
 
 @pytest.mark.parametrize(
