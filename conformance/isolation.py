@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import os
 import pickle
 import re
@@ -147,7 +148,7 @@ def run_in_child(fn: Callable[[], _T], limit_s: float) -> _T | ChildDied | Child
     """Run ``fn`` in a forked child; return its value, or how the child failed.
 
     ``fn`` must catch the target's exceptions itself and return a picklable value. A
-    ``KeyboardInterrupt`` in the parent (the user's Ctrl-C) kills the child and goes on.
+    ``KeyboardInterrupt`` in the parent (the user's Ctrl-C) kills the child and goes up.
     """
     with tempfile.TemporaryFile() as trace:
         read_fd, write_fd = os.pipe()
@@ -155,7 +156,16 @@ def run_in_child(fn: Callable[[], _T], limit_s: float) -> _T | ChildDied | Child
             # Python 3.12+ warns that forking a multi-threaded process may deadlock; the
             # child only runs the check and exits, and a deadlock would be a reported hang.
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+            # Frozen objects are skipped by the child's garbage collector, which would
+            # otherwise touch (and so copy) every page of the parent's heap.
+            gc.freeze()
+            try:
+                pid = os.fork()
+            except BaseException:
+                gc.unfreeze()
+                raise
+            if pid != 0:
+                gc.unfreeze()
         if pid == 0:
             os.close(read_fd)
             _child(fn, write_fd, trace.fileno())
