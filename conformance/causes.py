@@ -2,7 +2,8 @@
 
 Two failures share a cause when the target raised the same exception type at the same
 place in its own code (the innermost frame outside the suite, torch, numpy and the
-standard library), or when both shrank to the same smallest case in the same mode.
+standard library), when both shrank to the same smallest case in the same mode, or
+when they are one check failing the same way in two modes.
 Each failure gets its *keys* when it is judged (:func:`cause_of_failure`,
 :func:`cause_of_frames`); :func:`group_causes` joins failures that share any key.
 """
@@ -207,10 +208,12 @@ def cause_of_failure(
                 title = title.removesuffix(" (in ?)")
                 keys.append(key)
                 break
-    if isinstance(failure, CheckFailure) and failure.repro:
-        keys.append(_case_key(failure.repro, mode))
-        if not title:
-            title = f"{failure.what} (the same smallest case)"
+    if isinstance(failure, CheckFailure):
+        if failure.repro:
+            keys.append(_case_key(failure.repro, mode))
+        # One check failing the same way in each of its modes is one fault.
+        keys.append(f"check:{check_id}:{failure.what}")
+        title = title or failure.what
     if not keys:
         keys.append(f"what:{check_id}:{reason}")
         title = reason

@@ -214,17 +214,13 @@ class ConformanceReport:
         lines = [f"{_plural(len(failing), 'failed check')}, {_plural(len(causes), 'cause')}:"]
         for cause in causes:
             levels = Counter(r.outcome.value for r in cause.results)
-            kinds = ", ".join(f"{n} {o}" for o, n in levels.items())
+            verbs = {"failed": "failed", "warning": "warned", "xfailed": "failed as expected"}
+            kinds = ", ".join(f"{n} {verbs.get(o, o)}" for o, n in levels.items())
             lines.append(f"  cause {cause.id}: {cause.title}")
             lines.extend(
                 textwrap.wrap(
-                    f"{_plural(len(cause.checks), 'check')} ({kinds}): "
-                    + ", ".join(
-                        sorted(
-                            {r.label for r in cause.results},
-                            key=[r.label for r in cause.results].index,
-                        )
-                    ),
+                    f"{_plural(len(cause.checks), 'check')} ({kinds} in all modes): "
+                    + ", ".join(cause.checks),
                     width=_LINE_WIDTH,
                     initial_indent="    ",
                     subsequent_indent="      ",
