@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from rtmm_protocol.conformance.report_schema import validate_report
+
 TARGETS = '''
+import os
+import signal
+import time
+
 from rtmm_protocol.conformance import reference_model_state
 from rtmm_protocol.reference import ReferenceModelState
 
@@ -41,8 +47,28 @@ def _as(cls):
     return factory
 
 
+class Crashing(ReferenceModelState):
+    """Ends its process on a batch with a zero-token request (G1)."""
+
+    def gather_mm_embeddings(self, input_batch, draft_lookahead=0):
+        if (input_batch.num_scheduled_tokens == 0).any():
+            os._exit(9)
+        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+
+
+class InterruptingTheRun(ReferenceModelState):
+    """Sends the pytest process a Ctrl-C, as a user stopping the run would."""
+
+    def gather_mm_embeddings(self, input_batch, draft_lookahead=0):
+        os.kill(os.getppid(), signal.SIGINT)
+        time.sleep(5)
+        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+
+
 make_copying = _as(Copying)
 make_clamping = _as(Clamping)
+make_crashing = _as(Crashing)
+make_interrupting = _as(InterruptingTheRun)
 '''
 
 
@@ -163,6 +189,10 @@ def test_should_failures_warn_unless_strict(project: Path) -> None:
     assert relaxed.returncode == 0, relaxed.stdout
     assert "0 failed (MUST), 1 warning (SHOULD)" in relaxed.stdout
     assert "ConformanceWarning" in relaxed.stdout
+    details = relaxed.stdout.split("SHOULD failures", 1)[1]
+    assert "--- D5-oversize-raises[realtime] (SHOULD, warning)" in details
+    assert "expected:" in details
+    assert "seen:" in details
     strict = _pytest(project, *args, "--conformance-strict")
     assert strict.returncode == 1
     assert "1 failed (SHOULD, strict)" in strict.stdout
@@ -196,7 +226,8 @@ def test_json_report_and_junit_properties(project: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout
     report = json.loads((project / "out" / "report.json").read_text())
-    assert report["schema"] == "rtmm-conformance-report/1"
+    assert report["schema"] == "rtmm-conformance-report/2"
+    validate_report(report)
     assert report["summary"]["ok"] is True
     assert {c["clause"] for c in report["checks"]} == {"G1", "D2"}
     assert set(report["environment"]) >= {"rtmm_protocol", "torch", "python", "cuda", "device"}
@@ -217,3 +248,74 @@ def test_runs_under_xdist(project: Path) -> None:
     assert re.search(r"^conformance: \d+ passed, 0 failed \(MUST\)", result.stdout, re.M)
     report = json.loads((project / "report.json").read_text())
     assert report["summary"]["passed"] >= 20
+
+
+def test_a_crashing_target_fails_its_checks_once_per_cause(project: Path) -> None:
+    result = _pytest(
+        project, "--conformance=targets:make_crashing", "--conformance-examples=0", "-k", "G1",
+        "--conformance-report=report.json", "--junitxml=junit.xml",
+    )  # fmt: skip
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "2 failed checks, 1 cause:" in out
+    assert "cause 1: exited with code 9" in out
+    assert (
+        "replay: pytest --conformance=targets:make_crashing 'rtmm-conformance::G1-window-slots["
+        in out
+    )
+    # -k G1 selects G10 too: 3 checks in 2 modes each
+    assert re.search(r"^6 pytest items = 3 checks x their modes \(3 in 2 modes\)", out, re.M)
+    report = json.loads((project / "report.json").read_text())
+    validate_report(report)
+    assert report["summary"]["complete"] is True
+    assert report["summary"]["causes"] == 1
+    assert {c["cause"]["id"] for c in report["checks"] if c["outcome"] == "failed"} == {"1"}
+    causes = {
+        p.get("value") for p in ET.parse(project / "junit.xml").iter("property")
+        if p.get("name") == "cause"
+    }  # fmt: skip
+    assert len(causes) == 1
+    assert report["causes"][0]["key"] in str(next(iter(causes)))
+
+
+def test_a_run_stopped_early_is_reported_incomplete(project: Path) -> None:
+    result = _pytest(
+        project, "-x", "--conformance=targets:make_copying", "--conformance-examples=0",
+        "-k", "G6-pieces-are-views or D2", "--conformance-report=report.json",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout
+    report = json.loads((project / "report.json").read_text())
+    validate_report(report)
+    assert report["summary"]["ok"] is False
+    assert report["summary"]["complete"] is False
+    assert report["summary"]["not_run_items"] >= 1
+    assert "INCOMPLETE" in result.stdout
+
+
+def test_an_interrupted_run_says_so_in_report_and_exit_code(project: Path) -> None:
+    result = _pytest(
+        project, "--conformance=targets:make_interrupting", "--conformance-examples=0",
+        "-k", "T1 or G5", "--conformance-report=report.json",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    report = json.loads((project / "report.json").read_text())
+    validate_report(report)
+    assert report["summary"]["ok"] is False
+    assert report["summary"]["interrupted"] is True
+    assert report["summary"]["passed"] >= 2  # the T1 checks ran before the interrupt
+    assert report["summary"]["not_run"] >= 1
+
+
+def test_a_crashing_target_under_xdist_gives_one_complete_report(project: Path) -> None:
+    result = _pytest(
+        project, "-n", "2", "--conformance=targets:make_crashing", "--conformance-examples=0",
+        "-k", "G1 or G5 or T", "--conformance-report=report.json",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((project / "report.json").read_text())
+    validate_report(report)
+    assert report["summary"]["complete"] is True
+    assert report["summary"]["ok"] is False
+    assert report["summary"]["failed_must"] == 2
+    assert report["summary"]["passed"] >= 5
+    assert report["summary"]["items"] == sum(len(c["modes"]) for c in report["checks"])

@@ -6,16 +6,22 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from suite.gallery import gatherer
 
-from rtmm_protocol.conformance.api import check_model_state, known_versions
+from rtmm_protocol.conformance.api import check_model_state, known_versions, settings_summary
 from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
+from rtmm_protocol.conformance.causes import cause_of_failure
+from rtmm_protocol.conformance.environment import environment_info
+from rtmm_protocol.conformance.gather_call import describe_error
 from rtmm_protocol.conformance.matrix import main as matrix_main
-from rtmm_protocol.conformance.outcomes import CheckResult, Outcome
+from rtmm_protocol.conformance.outcomes import CheckFailure, CheckResult, Outcome
 from rtmm_protocol.conformance.registry import implementations
-from rtmm_protocol.conformance.report import ConformanceReport, aggregate
+from rtmm_protocol.conformance.report import REPORT_SCHEMA, ConformanceReport, aggregate
+from rtmm_protocol.conformance.report_schema import report_schema, validate_report
 from rtmm_protocol.conformance.runner import SuiteRunner, judge
 from rtmm_protocol.conformance.settings import RunSettings
 from rtmm_protocol.conformance.targets import reference_model_state
@@ -34,8 +40,8 @@ def _report(results: list[CheckResult], **kwargs: object) -> ConformanceReport:
     return ConformanceReport(
         target="t:f",
         kind="model_state",
-        settings={},
-        environment={},
+        settings=settings_summary(RunSettings(device=torch.device("cpu"))),
+        environment=environment_info(torch.device("cpu")),
         results=results,
         **kwargs,  # type: ignore[arg-type]
     )
@@ -167,3 +173,146 @@ def test_json_report_and_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (tmp_path / "bad.json").write_text("{}")
     assert matrix_main([str(tmp_path / "bad.json")]) == 2
     assert "not a conformance report" in capsys.readouterr().err
+
+
+def _failure_raised_here(what: str, repro: str | None = None) -> CheckFailure:
+    """A check failure caused by an error raised at one place in 'target' code."""
+    try:
+        empty: dict[str, int] = {}
+        empty["missing"]  # the same file and line every time
+    except KeyError as error:
+        failure = CheckFailure(what, seen=describe_error(error), repro=repro)
+        failure.__cause__ = error
+        return failure
+    raise AssertionError("unreachable")
+
+
+def _failed(check: str, failure: CheckFailure, mode: str = "realtime") -> CheckResult:
+    keys = cause_of_failure(check, mode, failure, failure.what)
+    return CheckResult(
+        check, mode, Outcome.FAILED, failure.what, failure.render(),
+        cause_key=keys.encode(), cause_title=keys.title, replay=failure.repro or "",
+    )  # fmt: skip
+
+
+def test_failures_are_grouped_by_error_place_and_by_smallest_case() -> None:
+    case = "scenario = GatherScenario(...)\nreplay('X', 't:f', scenario, mode='realtime')"
+    results = [
+        _failed("G1-window-slots", _failure_raised_here("raised")),
+        _failed(G5.id, _failure_raised_here("raised too")),
+        # Another check, same smallest case as one of the two above: the same cause.
+        _failed("G4-mask-type-shape", CheckFailure("wrong mask", repro=case)),
+        _failed("G6-pieces-are-views", _failure_raised_here("raised", repro=case)),
+        # A plain wrong answer with nothing in common: a cause of its own.
+        _failed("G9-inputs-unchanged", CheckFailure("input changed")),
+        _result(D5.id, "realtime", Outcome.PASSED),
+    ]
+    report = _report(results)
+    causes = report.causes()
+    assert [c.checks for c in causes] == [
+        ["G1-window-slots", "G4-mask-type-shape", G5.id, "G6-pieces-are-views"],
+        ["G9-inputs-unchanged"],
+    ]
+    assert causes[0].title.startswith("KeyError at ")
+    assert "test_reports.py" in causes[0].title
+    text = report.causes_text()
+    assert text.splitlines()[0] == "5 failed checks, 2 causes:"
+    assert "replay: pytest --conformance=t:f 'rtmm-conformance::G1-window-slots[realtime]'" in text
+    assert "[cause 1]" in report.table()
+    data = report.to_json()
+    validate_report(data)
+    assert data["summary"]["causes"] == 2  # type: ignore[index]
+    rows = {c["id"]: c for c in data["checks"]}  # type: ignore[attr-defined]
+    assert rows[G5.id]["cause"]["id"] == "1"
+    assert rows[D5.id]["cause"] is None
+
+
+def test_rows_follow_clause_order_and_reasons_are_never_cut() -> None:
+    long_reason = "where on " + "a very long explanation " * 8 + "the end"
+    report = _report(
+        [
+            _result("G10-state-matches-oracle", "realtime", Outcome.PASSED),
+            _result("G9-inputs-unchanged", "realtime", Outcome.PASSED),
+            _result("G8-stateful-life-matches-oracle", "realtime", Outcome.PASSED),
+            _result("G8-cache-unchanged", "realtime", Outcome.PASSED),
+            _result("D1-dummy-shape-dtype-device", "realtime", Outcome.SKIPPED, long_reason),
+            _result("T1-factory-builds", None, Outcome.PASSED),
+        ]
+    )
+    ids = [line.split()[2] for line in report.table().splitlines()[1:]]
+    assert ids == [
+        "T1-factory-builds",
+        "G8-cache-unchanged",
+        "G8-stateful-life-matches-oracle",
+        "G9-inputs-unchanged",
+        "G10-state-matches-oracle",
+        "D1-dummy-shape-dtype-device",
+    ]
+    assert "the end" in report.table()
+    assert report.item_line().startswith("6 pytest items = 6 checks x their modes")
+
+
+def test_should_details_are_shown_in_full() -> None:
+    report = _report(
+        [
+            CheckResult(
+                D5.id, "realtime", Outcome.WARNING, "clamped", "expected: ValueError\nseen: a view"
+            )
+        ]
+    )
+    assert report.should_details() == (
+        f"--- {D5.id}[realtime] (SHOULD, warning)\nexpected: ValueError\nseen: a view"
+    )
+
+
+def test_a_partial_run_is_never_ok_and_matches_the_schema() -> None:
+    report = _report(
+        [
+            _result(G5.id, "realtime", Outcome.PASSED),
+            _result(G5.id, "non-realtime", Outcome.NOT_RUN, "not run: the run was interrupted"),
+        ],
+        interrupted=True,
+    )
+    assert not report.complete
+    assert not report.ok
+    line = report.summary_line()
+    assert "1 NOT RUN" in line
+    assert line.endswith("INCOMPLETE: the run was interrupted")
+    data = report.to_json()
+    validate_report(data)
+    summary = data["summary"]
+    assert summary["complete"] is False  # type: ignore[index]
+    assert summary["not_run_items"] == 1  # type: ignore[index]
+
+
+def test_real_reports_match_the_schema() -> None:
+    reference = check_model_state(reference_model_state, device="cpu", examples=0)
+    validate_report(reference.to_json())
+    failing = check_model_state(
+        gatherer("copies-not-views"), device="cpu", examples=0, checks=["G6", "G5"]
+    )
+    assert not failing.ok
+    validate_report(failing.to_json())
+    broken = failing.to_json()
+    broken["summary"] = {"ok": "yes"}
+    with pytest.raises(ValueError, match="summary"):
+        validate_report(broken)
+
+
+def test_the_schema_ships_in_the_package_and_is_valid() -> None:
+    jsonschema: Any = pytest.importorskip("jsonschema")
+    schema = report_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema"]["const"] == REPORT_SCHEMA
+
+
+def test_matrix_shows_causes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    failing = check_model_state(
+        gatherer("copies-not-views"), device="cpu", examples=0, checks=["G6-pieces-are-views"]
+    )
+    failing.write_json(tmp_path / "copies.json")
+    assert matrix_main([f"copies={tmp_path / 'copies.json'}"]) == 0
+    markdown = capsys.readouterr().out
+    assert "| G6 | MUST | `G6-pieces-are-views` | FAIL (1) |" in markdown
+    assert "Causes of the failures of copies:" in markdown
+    assert "1. " in markdown

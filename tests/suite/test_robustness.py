@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import sys
+import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -32,8 +36,22 @@ class _Misbehaving(ReferenceModelState):
                 pass
         if self.how == "sleep":
             time.sleep(3)
-        if self.how == "exit":
+        if self.how == "native-deadlock":
+            lock = threading.Lock()
+            lock.acquire()
+            lock.acquire()  # blocks in C: no Python-level interrupt reaches it
+        if self.how in ("exit", "system-exit-in-gather"):
             sys.exit(3)
+        if self.how == "os-exit":
+            os._exit(7)
+        if self.how == "segfault":
+            ctypes.string_at(0)
+        if self.how == "keyboard-interrupt":
+            raise KeyboardInterrupt
+        if self.how == "tamper":
+            torch.equal = lambda *args, **kwargs: True
+            torch.Tensor.nonzero = lambda self, *args, **kwargs: self[:0]  # type: ignore[method-assign]
+            np.array_equal = lambda *args, **kwargs: True
         if self.how == "clear-cache":
             self.encoder_cache.encoder_outputs.clear()
         if self.how == "default-dtype":
@@ -78,18 +96,64 @@ def test_a_wrong_return_type_is_described() -> None:
     assert all("other than a pair" in r.reason for r in report.results)
 
 
+@pytest.mark.parametrize("isolation", ["fork", "off"])
 @pytest.mark.parametrize("how", ["loop", "sleep"])
-def test_a_hanging_target_times_out_and_the_run_goes_on(how: str) -> None:
+def test_a_hanging_target_is_waited_for_once(how: str, isolation: str) -> None:
     started = time.perf_counter()
     report = _run(
-        _factory(how), ["G4-mask-type-shape", "D1-dummy-shape-dtype-device"], timeout_s=1.0
+        _factory(how),
+        ["G4-mask-type-shape", "D1-dummy-shape-dtype-device"],
+        timeout_s=1.0,
+        isolation=isolation,
     )
     assert time.perf_counter() - started < 20
+    g4 = {r.mode: r for r in report.results if r.check_id == "G4-mask-type-shape"}
+    assert g4["realtime"].outcome is Outcome.FAILED
+    assert "did not finish within 1 s" in g4["realtime"].reason
+    assert "gather_mm_embeddings" in g4["realtime"].reason
+    assert g4["non-realtime"].outcome is Outcome.BLOCKED
+    assert "G4-mask-type-shape[realtime]" in g4["non-realtime"].reason
+    assert _outcomes(report)["D1-dummy-shape-dtype-device"] == {Outcome.PASSED}
+    assert not report.ok
+
+
+def test_a_target_stuck_in_native_code_is_killed_with_nothing_left_running() -> None:
+    report = _run(
+        _factory("native-deadlock"),
+        ["G4-mask-type-shape", "D1-dummy-shape-dtype-device"],
+        timeout_s=1.0,
+        isolation="fork",
+    )
+    g4 = {r.mode: r.outcome for r in report.results if r.check_id == "G4-mask-type-shape"}
+    assert g4 == {"realtime": Outcome.FAILED, "non-realtime": Outcome.BLOCKED}
+    assert _outcomes(report)["D1-dummy-shape-dtype-device"] == {Outcome.PASSED}
+    assert "still running" not in report.table()
+    with pytest.raises(ChildProcessError):  # every child was killed and reaped
+        os.waitpid(-1, os.WNOHANG)
+
+
+@pytest.mark.parametrize(
+    "how", ["os-exit", "segfault", "keyboard-interrupt", "system-exit-in-gather"]
+)
+def test_a_target_that_ends_or_interrupts_the_process_fails_one_check(how: str) -> None:
+    report = _run(
+        _factory(how), ["G1-window-slots", "D1-dummy-shape-dtype-device"], isolation="fork"
+    )
     outcomes = _outcomes(report)
-    assert outcomes["G4-mask-type-shape"] == {Outcome.FAILED}
+    assert outcomes["G1-window-slots"] == {Outcome.FAILED}, report.table()
     assert outcomes["D1-dummy-shape-dtype-device"] == {Outcome.PASSED}
-    reasons = {r.reason for r in report.results if r.check_id == "G4-mask-type-shape"}
-    assert all("did not finish within 1 s" in reason for reason in reasons)
+    reasons = " ".join(r.reason + r.details for r in report.results)
+    expected = {
+        "os-exit": "exited with code 7",
+        "segfault": "SIGSEGV",
+        "keyboard-interrupt": "KeyboardInterrupt",
+        "system-exit-in-gather": "SystemExit",
+    }[how]
+    assert expected in reasons
+    causes = report.causes()
+    assert len(causes) == 1
+    assert "test_robustness.py" in causes[0].title
+    assert report.complete
 
 
 def test_a_target_calling_sys_exit_fails_a_check_only() -> None:
@@ -155,3 +219,26 @@ def test_a_refused_mode_is_skipped_with_the_factorys_reason() -> None:
     assert all("acme handles offline models only" in r.reason for r in realtime)
     assert report.ok, report.table()
     assert _outcomes(report)["G2-nonrealtime-decode-skipped"] == {Outcome.PASSED}
+
+
+@pytest.mark.parametrize("isolation", ["fork", "off"])
+def test_patches_a_target_makes_to_torch_and_numpy_end_with_its_check(isolation: str) -> None:
+    equal, nonzero, array_equal = torch.equal, torch.Tensor.nonzero, np.array_equal
+    report = _run(_factory("tamper"), ["G1-window-slots"], isolation=isolation)
+    assert report.results
+    assert torch.equal is equal
+    assert torch.Tensor.nonzero is nonzero
+    assert np.array_equal is array_equal
+
+
+def test_module_attributes_restore_changed_and_added_names() -> None:
+    from rtmm_protocol.conformance.isolation import ModuleAttributes
+
+    snapshot = ModuleAttributes.of_torch_and_numpy()
+    original = torch.allclose
+    torch.allclose = lambda *args, **kwargs: True
+    np.rtmm_added_by_a_target = 1  # type: ignore[attr-defined]
+    assert snapshot.changed() == ["numpy.rtmm_added_by_a_target", "torch.allclose"]
+    snapshot.restore()
+    assert torch.allclose is original
+    assert not hasattr(np, "rtmm_added_by_a_target")

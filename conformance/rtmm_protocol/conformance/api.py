@@ -31,6 +31,7 @@ from rtmm_protocol.conformance.check_run import CheckRun
 from rtmm_protocol.conformance.checks.stateful import life_machine
 from rtmm_protocol.conformance.context import Mode
 from rtmm_protocol.conformance.environment import environment_info
+from rtmm_protocol.conformance.isolation import resolve_isolation
 from rtmm_protocol.conformance.outcomes import CheckResult, ConformanceWarning, Outcome
 from rtmm_protocol.conformance.registry import implementations
 from rtmm_protocol.conformance.report import ConformanceReport
@@ -64,6 +65,7 @@ __all__ = [
     "life_machine_for",
     "make_settings",
     "parametrize_with_checks",
+    "prepare_runner",
     "replay",
     "resolve_factory",
     "SettingOptions",
@@ -89,6 +91,7 @@ def make_settings(
     strict: bool = False,
     version: str = PROTOCOL_VERSION,
     shrink: bool = True,
+    isolation: str = "auto",
 ) -> RunSettings:
     """Validated run settings; ``ValueError`` names the bad option."""
     if version not in known_versions():
@@ -104,6 +107,7 @@ def make_settings(
         strict=strict,
         version=version,
         shrink=shrink,
+        isolation=isolation,
     )
 
 
@@ -125,13 +129,19 @@ class SettingOptions(TypedDict, total=False):
     strict: bool
     version: str
     shrink: bool
+    isolation: str
 
 
-def _prepare(factory: FactoryLike, settings: RunSettings) -> tuple[SuiteRunner, KindProbe]:
-    """A runner for the target ``factory`` builds, and what building it once told."""
+def prepare_runner(
+    factory: FactoryLike, settings: RunSettings
+) -> tuple[SuiteRunner, KindProbe, str]:
+    """A runner for the target ``factory`` builds, what building it once told, and a
+    note on where the checks run (empty when each runs in its own child process)."""
     call, spec = resolve_factory(factory)
-    probe = probe_kind(call, settings)
-    return SuiteRunner(call, spec, settings, probe.kind or "model_state"), probe
+    isolation, note = resolve_isolation(settings.isolation)
+    probe = probe_kind(call, settings, isolation)
+    runner = SuiteRunner(call, spec, settings, probe.kind or "model_state", isolation=isolation)
+    return runner, probe, note
 
 
 def _selected(plan: Iterable[PlannedCheck], select: Iterable[str] | None) -> list[PlannedCheck]:
@@ -157,6 +167,7 @@ def check_model_state(
     xfail: str | Path | XfailFile | None = None,
     checks: Iterable[str] | None = None,
     shrink: bool = True,
+    isolation: str = "auto",
 ) -> ConformanceReport:
     """Run the conformance checks on the target ``factory`` builds; return the report.
 
@@ -164,7 +175,9 @@ def check_model_state(
     ``ModelState`` or a runner-level gatherer (detected). ``checks`` limits the run to
     some check or clause IDs; ``xfail`` is an expected-failures file (see
     :mod:`rtmm_protocol.conformance.xfail`). Nothing is raised for failing checks: look
-    at ``report.ok`` and ``report.table()``.
+    at ``report.ok`` and ``report.table()``. ``isolation`` says where each check runs:
+    ``auto`` (a forked child process per check, where that is safe, so a target that
+    crashes or hangs fails one check and the run goes on), ``fork`` or ``off``.
     """
     settings = make_settings(
         device=device,
@@ -175,20 +188,21 @@ def check_model_state(
         strict=strict,
         version=version,
         shrink=shrink,
+        isolation=isolation,
     )
-    runner, probe = _prepare(factory, settings)
+    runner, probe, where = prepare_runner(factory, settings)
     expected = parse_xfail_file(xfail) if isinstance(xfail, (str, Path)) else xfail
     results = []
     for planned in _selected(runner.plan(), checks):
         raw = runner.run(planned.impl.id, planned.mode)
         entry = expected.entry_for(planned.impl.id, planned.mode) if expected else None
         results.append(judge(raw, planned.impl.info, strict=strict, expected_failure=entry))
-    notes = kind_notes(probe.kind, probe.note)
+    notes = kind_notes(probe.kind, probe.note) + ([where] if where else [])
     return ConformanceReport(
         target=runner.factory_spec,
         kind=probe.kind,
         settings=settings_summary(settings),
-        environment=environment_info(settings.device),
+        environment=probe.environment or environment_info(settings.device),
         results=results,
         strict=strict,
         stale_expected_failures=_stale(expected, results),
@@ -219,6 +233,7 @@ def settings_summary(settings: RunSettings) -> dict[str, object]:
         "version": settings.version,
         "dtype": str(settings.dtype).removeprefix("torch."),
         "device": str(settings.device),
+        "isolation": settings.isolation,
     }
 
 
@@ -277,7 +292,7 @@ def parametrize_with_checks(
     import pytest
 
     settings = make_settings(**options)
-    runner, _ = _prepare(factory, settings)
+    runner, _, _ = prepare_runner(factory, settings)
     params = [
         pytest.param(
             _BoundCheck(runner, planned, settings.strict),
@@ -291,7 +306,7 @@ def parametrize_with_checks(
 def _check_run(
     check_id: str, factory: FactoryLike, mode: Mode | None, settings: RunSettings
 ) -> CheckRun:
-    runner, probe = _prepare(factory, settings)
+    runner, probe, _ = prepare_runner(factory, settings)
     if probe.kind is None:
         raise ValueError(f"cannot tell the target's kind: {probe.note}")
     return CheckRun(

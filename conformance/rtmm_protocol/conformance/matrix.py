@@ -1,9 +1,10 @@
 """``python -m rtmm_protocol matrix``: several JSON reports side by side, as one table.
 
 Rows are checks, columns are implementations; each cell is the check's outcome for
-that implementation. Projects publish the Markdown or HTML file to show where they
-stand next to each other. A column is labelled with the report's target unless given
-as ``LABEL=report.json``.
+that implementation, with the number of its cause when it fails (``FAIL (2)``); under
+the table each implementation's causes are listed once. Projects publish the Markdown
+or HTML file to show where they stand next to each other. A column is labelled with
+the report's target unless given as ``LABEL=report.json``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import html
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
-from rtmm_protocol.conformance.report import REPORT_SCHEMA
+from rtmm_protocol.conformance.report import READABLE_REPORT_SCHEMAS, REPORT_SCHEMA
 
 __all__ = ["Column", "load_column", "main", "render_html", "render_markdown"]
 
@@ -28,6 +29,7 @@ _SYMBOLS = {
     "skipped": "skip",
     "blocked": "blocked",
     "xfailed": "xfail",
+    "not run": "not run",
 }
 _NOT_RUN = "-"
 
@@ -40,6 +42,16 @@ class Column:
     outcomes: Mapping[str, str]
     summary: str
     versions: str
+    #: Check ID -> the number of the cause it fails with.
+    cause_of: Mapping[str, str] = field(default_factory=dict)
+    #: ``(number, title, checks)`` of each cause, in the report's order.
+    causes: Sequence[tuple[str, str, int]] = ()
+
+    def cell(self, check_id: str) -> str:
+        """The check's outcome in this column, with its cause number when it fails."""
+        text = _SYMBOLS.get(self.outcomes.get(check_id, ""), _NOT_RUN)
+        cause = self.cause_of.get(check_id)
+        return f"{text} ({cause})" if cause else text
 
 
 def load_column(argument: str) -> Column:
@@ -54,7 +66,7 @@ def load_column(argument: str) -> Column:
         raise ValueError(f"cannot read report {path!r}: {error.strerror}") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"report {path!r} is not JSON: {error}") from None
-    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_REPORT_SCHEMAS:
         raise ValueError(
             f"{path!r} is not a conformance report (schema {REPORT_SCHEMA!r}); write one with "
             "pytest --conformance-report=PATH"
@@ -71,7 +83,19 @@ def load_column(argument: str) -> Column:
         f"{env.get('device', '?')}"
     )
     line = str(summary.get("line", "")).removeprefix("conformance: ")
-    return Column(label or str(data.get("target", path)), outcomes, line, versions)
+    cause_of = {}
+    for entry in data.get("checks", []):
+        cause = entry.get("cause") if isinstance(entry, dict) else None
+        if isinstance(cause, dict) and "id" in cause:
+            cause_of[str(entry["id"])] = str(cause["id"])
+    causes = [
+        (str(c.get("id", "?")), str(c.get("title", "")), len(c.get("checks", [])))
+        for c in data.get("causes", [])
+        if isinstance(c, dict)
+    ]
+    return Column(
+        label or str(data.get("target", path)), outcomes, line, versions, cause_of, causes
+    )
 
 
 def _rows(columns: Sequence[Column]) -> list[tuple[str, str, str, list[str]]]:
@@ -80,7 +104,7 @@ def _rows(columns: Sequence[Column]) -> list[tuple[str, str, str, list[str]]]:
     rows: list[tuple[str, str, str, list[str]]] = []
     for check_id in order:
         info = CHECKS_BY_ID.get(check_id)
-        cells = [_SYMBOLS.get(c.outcomes.get(check_id, ""), _NOT_RUN) for c in columns]
+        cells = [c.cell(check_id) for c in columns]
         clause = info.clause if info else check_id.split("-", 1)[0]
         rows.append((clause, info.level if info else "?", check_id, cells))
     return rows
@@ -97,6 +121,15 @@ def render_markdown(columns: Sequence[Column]) -> str:
         lines.append(f"| {clause} | {level} | `{check_id}` | " + " | ".join(cells) + " |")
     lines.append("| | | **summary** | " + " | ".join(c.summary for c in columns) + " |")
     lines.append("| | | versions | " + " | ".join(c.versions for c in columns) + " |")
+    for column in columns:
+        if column.causes:
+            lines.append("")
+            lines.append(f"Causes of the failures of {column.label}:")
+            lines.append("")
+            lines.extend(
+                f"{number}. {title} ({checks} check{'s' if checks != 1 else ''})"
+                for number, title, checks in column.causes
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -106,7 +139,9 @@ def render_html(columns: Sequence[Column]) -> str:
     head = "".join(f"<th>{esc(c.label)}</th>" for c in columns)
     body = []
     for clause, level, check_id, cells in _rows(columns):
-        tds = "".join(f'<td class="{esc(cell.lower())}">{esc(cell)}</td>' for cell in cells)
+        tds = "".join(
+            f'<td class="{esc(cell.split(" (")[0].lower())}">{esc(cell)}</td>' for cell in cells
+        )
         body.append(
             f"<tr><td>{esc(clause)}</td><td>{esc(level)}</td><td><code>{esc(check_id)}</code>"
             f"</td>{tds}</tr>"
@@ -125,8 +160,21 @@ def render_html(columns: Sequence[Column]) -> str:
         + "".join(body)
         + f"<tr><td></td><td></td><th>summary</th>{summary}</tr>"
         + f"<tr><td></td><td></td><th>versions</th>{versions}</tr>"
-        + "</table></body></html>\n"
+        + "</table>"
+        + "".join(_html_causes(column) for column in columns)
+        + "</body></html>\n"
     )
+
+
+def _html_causes(column: Column) -> str:
+    if not column.causes:
+        return ""
+    esc = html.escape
+    items = "".join(
+        f"<li value='{esc(number)}'>{esc(title)} ({checks} check{'s' if checks != 1 else ''})</li>"
+        for number, title, checks in column.causes
+    )
+    return f"<h2>Causes of the failures of {esc(column.label)}</h2><ol>{items}</ol>"
 
 
 def main(argv: Sequence[str]) -> int:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-__all__ = ["CheckFailure", "CheckResult", "CheckSkipped", "ConformanceWarning", "Outcome"]
+__all__ = [
+    "FAILING_OUTCOMES",
+    "CheckFailure",
+    "CheckResult",
+    "CheckSkipped",
+    "ConformanceWarning",
+    "Outcome",
+]
 
 
 class Outcome(str, enum.Enum):
@@ -20,6 +27,12 @@ class Outcome(str, enum.Enum):
     BLOCKED = "blocked"
     #: Failed as the expected-failures file says it would.
     XFAILED = "xfailed"
+    #: Selected but never run to a verdict (the run was interrupted or stopped early).
+    NOT_RUN = "not run"
+
+
+#: Outcomes that say the target does not meet a requirement (whatever the level).
+FAILING_OUTCOMES = frozenset({Outcome.FAILED, Outcome.WARNING, Outcome.XFAILED})
 
 
 class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
@@ -84,7 +97,13 @@ class CheckSkipped(Exception):  # noqa: N818  # a verdict, not an error
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check in one mode: its outcome, a one-line reason and the full details."""
+    """One check in one mode: its outcome, a one-line reason and the full details.
+
+    A failure also carries what groups it with others (``cause_key``: the error's type
+    and place in the target, or the smallest failing case; ``cause_title``: that in
+    words), the Python that replays it (``replay``) and the command that reruns it
+    (``rerun``, set by the pytest plugin).
+    """
 
     check_id: str
     mode: str | None
@@ -92,6 +111,10 @@ class CheckResult:
     reason: str = ""
     details: str = ""
     duration_s: float = 0.0
+    cause_key: str = ""
+    cause_title: str = ""
+    replay: str = ""
+    rerun: str = ""
 
     @property
     def label(self) -> str:

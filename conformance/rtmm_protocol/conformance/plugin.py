@@ -119,6 +119,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the JSON report to PATH",
     )
     group.addoption(
+        "--conformance-isolation",
+        default="auto",
+        choices=("auto", "fork", "off"),
+        help="where each check runs: auto (default; a forked child process per check where "
+        "that is safe, so a crashing or hanging target fails one check and the run goes on), "
+        "fork, or off (in the pytest process)",
+    )
+    group.addoption(
         "--conformance-version",
         default=None,
         metavar="X",
@@ -132,6 +140,7 @@ class _SuiteSession:
     def __init__(self, config: pytest.Config) -> None:
         from rtmm_protocol._version import PROTOCOL_VERSION
         from rtmm_protocol.conformance.api import make_settings
+        from rtmm_protocol.conformance.isolation import Isolation, resolve_isolation
         from rtmm_protocol.conformance.targets import FactorySpecError, load_factory
         from rtmm_protocol.conformance.xfail import parse_xfail_file
 
@@ -146,9 +155,13 @@ class _SuiteSession:
                 timeout_s=config.getoption("conformance_timeout"),
                 strict=config.getoption("conformance_strict"),
                 version=config.getoption("conformance_version") or PROTOCOL_VERSION,
+                isolation=config.getoption("conformance_isolation"),
             )
+            where: tuple[Isolation, str] = resolve_isolation(self.settings.isolation)
         except (ValueError, RuntimeError) as error:
             raise pytest.UsageError(f"--conformance options: {error}") from None
+        self.isolation: Isolation = where[0]
+        self.isolation_note: str = where[1]
         search = [config.invocation_params.dir, config.rootpath]
         try:
             self.factory: Factory = load_factory(self.spec, search)
@@ -164,6 +177,8 @@ class _SuiteSession:
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
         self.selection = self._node_selection(config)
+        #: The (check, mode) items selected to run, as collected (by a worker under xdist).
+        self.planned: list[tuple[str, str | None]] = []
         self.records: list[CheckResult] = []
         self.report: ConformanceReport | None = None
         self._probe: KindProbe | None = None
@@ -191,7 +206,7 @@ class _SuiteSession:
         if self._probe is None:
             from rtmm_protocol.conformance.runner import probe_kind
 
-            self._probe = probe_kind(self.factory, self.settings)
+            self._probe = probe_kind(self.factory, self.settings, self.isolation)
         return self._probe
 
     @property
@@ -201,7 +216,11 @@ class _SuiteSession:
             from rtmm_protocol.conformance.runner import SuiteRunner
 
             self._runner = SuiteRunner(
-                self.factory, self.spec, self.settings, self.probe.kind or "model_state"
+                self.factory,
+                self.spec,
+                self.settings,
+                self.probe.kind or "model_state",
+                isolation=self.isolation,
             )
         return self._runner
 
@@ -224,8 +243,18 @@ class _SuiteSession:
                 props.get("reason", ""),
                 details,
                 report.duration,
+                cause_key=props.get("cause_key", ""),
+                cause_title=props.get("cause_title", ""),
+                replay=props.get("replay", ""),
+                rerun=self.rerun_hint(report.nodeid) if props.get("cause_key") else "",
             )
         )
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        """In an xdist controller: what the workers will run (they all collect the same)."""
+        if not self.planned:
+            self.planned = [_planned_of(nodeid) for nodeid in ids]
 
     def rerun_hint(self, nodeid: str) -> str:
         """The command that reruns one check."""
@@ -236,6 +265,13 @@ class _SuiteSession:
             parts.append(f"--conformance-device={self.settings.device}")
         parts.append(f"'{nodeid}'")
         return "rerun: " + " ".join(parts)
+
+
+def _planned_of(nodeid: str) -> tuple[str, str | None]:
+    """``(check, mode)`` of a suite node ID such as ``rtmm-conformance::G5-x[realtime]``."""
+    label = nodeid.removeprefix(NODE_PREFIX + "::")
+    check, _, mode = label.partition("[")
+    return check, (mode.removesuffix("]") or None)
 
 
 def _session(config: pytest.Config) -> _SuiteSession | None:
@@ -260,8 +296,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     from rtmm_protocol.conformance.environment import environment_info
 
     settings = state.settings
-    env = environment_info(settings.device)
     probe = state.probe
+    env = probe.environment or environment_info(settings.device)
     kind_name = {"model_state": "ModelState", "gatherer": "MMEmbeddingGatherer"}
     if probe.kind is None:
         target = f"{state.spec} (kind unknown: {probe.note})"
@@ -286,6 +322,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"  versions: rtmm-protocol {env['rtmm_protocol']}, torch {env['torch']}, "
         f"CUDA {env['cuda']}, Python {env['python']}",
         f"  device:   {env['device']}, dtype {str(settings.dtype).removeprefix('torch.')}",
+        "  isolation: "
+        + (
+            "a forked child process per check"
+            if state.isolation == "fork"
+            else state.isolation_note
+        ),
     ]
     return lines
 
@@ -338,6 +380,17 @@ class ConformanceItem(pytest.Item):
         self.user_properties.extend([("outcome", result.outcome.value), ("reason", result.reason)])
         if result.outcome is Outcome.WARNING:
             self.user_properties.append(("details", result.details))
+        if result.cause_key:
+            from rtmm_protocol.conformance.causes import key_digest
+
+            self.user_properties.extend(
+                [
+                    ("cause", f"{key_digest(result.cause_key)}: {result.cause_title}"),
+                    ("cause_key", result.cause_key),
+                    ("cause_title", result.cause_title),
+                    ("replay", result.replay),
+                ]
+            )
         outcome = result.outcome
         if outcome is Outcome.FAILED:
             raise ConformanceFailedError(
@@ -389,6 +442,9 @@ def pytest_collection(session: pytest.Session) -> bool | None:
     session.items = items
     hook = session.config.hook
     hook.pytest_collection_modifyitems(session=session, config=session.config, items=items)
+    state.planned = [
+        (i.planned.impl.id, i.planned.mode) for i in items if isinstance(i, ConformanceItem)
+    ]
     hook.pytest_collection_finish(session=session)
     session.testscollected = len(items)
     return True
@@ -401,41 +457,64 @@ def _selected(nodeid: str, selection: list[str]) -> bool:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Build the report, write the JSON file, and fail strict runs with stale entries."""
+    """Build the report, write the JSON file, and set the exit status of runs that are
+    incomplete or (strict) have stale expected-failure entries."""
     config = session.config
     state = _session(config)
     if state is None or hasattr(config, "workerinput"):
-        return
-    if not state.records:
+        return  # under xdist the controller alone writes the report
+    if not state.records and not state.planned:
         return
     from rtmm_protocol.conformance.api import kind_notes, settings_summary
     from rtmm_protocol.conformance.environment import environment_info
+    from rtmm_protocol.conformance.outcomes import CheckResult, Outcome
     from rtmm_protocol.conformance.report import ConformanceReport
 
-    records = state.records
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    seen = {(r.check_id, r.mode) for r in state.records}
+    why = (
+        "not run: the run was interrupted"
+        if interrupted
+        else "not run: the run stopped before this check (-x, --maxfail, or a lost worker)"
+    )
+    records = [
+        *state.records,
+        *(
+            CheckResult(check, mode, Outcome.NOT_RUN, why)
+            for check, mode in state.planned
+            if (check, mode) not in seen
+        ),
+    ]
     xfail = state.xfail
     stale = []
     unknown = []
-    if xfail is not None:
+    if xfail is not None and not interrupted:
         outcomes = [(r.check_id, r.mode, r.outcome.value) for r in records]
         stale = [f"{e.where}: {e.key} ({e.reason})" for e in xfail.stale(outcomes)]
         unknown = [f"{e.where}: {e.key}" for e in xfail.unknown()]
+    notes = kind_notes(state.probe.kind, state.probe.note)
+    if state.isolation_note:
+        notes.append(state.isolation_note)
     report = ConformanceReport(
         target=state.spec,
         kind=state.probe.kind,
         settings=settings_summary(state.settings),
-        environment=environment_info(state.settings.device),
+        environment=state.probe.environment or environment_info(state.settings.device),
         results=records,
         strict=state.settings.strict,
         stale_expected_failures=stale,
         unknown_expected_failures=unknown,
-        notes=kind_notes(state.probe.kind, state.probe.note),
+        notes=notes,
+        interrupted=interrupted,
     )
     state.report = report
     path = config.getoption("conformance_report")
     if path:
         report.write_json(Path(config.invocation_params.dir, path))
+    if session.exitstatus == 0 and not report.complete:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     if state.settings.strict and (stale or unknown) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -448,9 +527,22 @@ def pytest_terminal_summary(
     if state is None or state.report is None:
         return
     report = state.report
+    should = report.should_details()
+    if should:
+        terminalreporter.write_sep(
+            "=", "SHOULD failures (warnings; --conformance-strict fails them)"
+        )
+        for line in should.splitlines():
+            terminalreporter.write_line(line)
     terminalreporter.write_sep("=", "rtmm-protocol conformance")
     for line in report.table().splitlines():
         terminalreporter.write_line(line)
+    causes = report.causes_text()
+    if causes:
+        terminalreporter.write_line("")
+        for line in causes.splitlines():
+            terminalreporter.write_line(line)
+    terminalreporter.write_line(report.item_line())
     path = config.getoption("conformance_report")
     if path:
         terminalreporter.write_line(f"JSON report: {Path(config.invocation_params.dir, path)}")

@@ -1,29 +1,45 @@
-"""The conformance report: per-check outcomes, the table, the summary line, the JSON file.
+"""The conformance report: per-check outcomes, the table, the causes, the JSON file.
 
 Results arrive per check and mode; the report folds the modes of a check into one row
 (the worst outcome wins, so a check that fails in one mode fails) and counts checks,
-not modes.
+not modes. Failures are grouped by cause (:mod:`.causes`), so a fault that breaks ten
+checks is listed once. A run that did not bring every selected check to a verdict
+says so: its results include ``not run`` entries, and it is never ``ok``. The JSON
+layout is described by a JSON Schema shipped with the package (:mod:`.report_schema`).
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtmm_protocol.conformance.catalog import CHECKS, CLAUSES, CheckInfo
-from rtmm_protocol.conformance.outcomes import CheckResult, Outcome
+from rtmm_protocol.conformance.causes import Cause, group_causes
+from rtmm_protocol.conformance.defaults import DEFAULT_SEED, NODE_PREFIX
+from rtmm_protocol.conformance.outcomes import FAILING_OUTCOMES, CheckResult, Outcome
 
-__all__ = ["REPORT_SCHEMA", "CheckSummary", "ConformanceReport", "aggregate"]
+__all__ = [
+    "READABLE_REPORT_SCHEMAS",
+    "REPORT_SCHEMA",
+    "CheckSummary",
+    "ConformanceReport",
+    "aggregate",
+    "clause_order",
+]
 
-#: Identifies the JSON layout; ``python -m rtmm_protocol matrix`` reads this version.
-REPORT_SCHEMA = "rtmm-conformance-report/1"
+#: Identifies the JSON layout (the ``schema`` field); see :mod:`.report_schema`.
+REPORT_SCHEMA = "rtmm-conformance-report/2"
+#: Layouts ``python -m rtmm_protocol matrix`` reads (version 1 had no causes).
+READABLE_REPORT_SCHEMAS = ("rtmm-conformance-report/1", REPORT_SCHEMA)
 
 # Which outcome a check shows when its modes disagree: the first one present.
 _PRECEDENCE = (
     Outcome.FAILED,
+    Outcome.NOT_RUN,
     Outcome.BLOCKED,
     Outcome.WARNING,
     Outcome.XFAILED,
@@ -31,7 +47,15 @@ _PRECEDENCE = (
     Outcome.SKIPPED,
 )
 
-_REASON_WIDTH = 78
+_LINE_WIDTH = 100
+
+
+def clause_order(clause: str) -> tuple[int, int]:
+    """Sort key of a clause in reports: the typing clauses first (every other check
+    needs them), then the specification's order as the catalog lists it."""
+    order = list(CLAUSES)
+    index = order.index(clause) if clause in order else len(order)
+    return (0 if clause.startswith("T") else 1, index)
 
 
 @dataclass(frozen=True)
@@ -79,17 +103,35 @@ class ConformanceReport:
     unknown_expected_failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    interrupted: bool = False
+
     def checks(self) -> list[CheckSummary]:
-        """One row per check that ran, in catalog order."""
+        """One row per selected check, in clause order (catalog order within a clause)."""
         by_check: dict[str, list[CheckResult]] = {}
         for result in self.results:
             by_check.setdefault(result.check_id, []).append(result)
         order = {"realtime": 0, "non-realtime": 1, "text-only": 2, None: 3}
+        ordered = sorted(
+            (c for c in CHECKS if c.id in by_check),
+            key=lambda c: clause_order(c.clause),  # stable: catalog order within a clause
+        )
         return [
             aggregate(c, sorted(by_check[c.id], key=lambda r: order.get(r.mode, 4)))
-            for c in CHECKS
-            if c.id in by_check
+            for c in ordered
         ]
+
+    def causes(self) -> list[Cause]:
+        """The failures (MUST, SHOULD and expected ones) grouped by cause, in row order."""
+        return group_causes(r for row in self.checks() for r in row.modes)
+
+    def cause_of(self, result: CheckResult) -> Cause | None:
+        """The cause a failing result belongs to."""
+        return next((c for c in self.causes() if result in c.results), None)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every selected check ran to a verdict."""
+        return not self.interrupted and all(r.outcome is not Outcome.NOT_RUN for r in self.results)
 
     def counts(self) -> Counter[str]:
         """Checks per outcome, with failures split by level."""
@@ -103,7 +145,10 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
-        """No MUST failure, no blocked check; in strict mode no SHOULD failure or stale entry."""
+        """Every selected check ran; no MUST failure, no blocked check; in strict mode no
+        SHOULD failure or stale entry."""
+        if not self.complete:
+            return False
         counts = self.counts()
         if counts["failed_must"] or counts["failed_should"] or counts["blocked"]:
             return False
@@ -126,6 +171,7 @@ class ConformanceReport:
             ("blocked", "blocked"),
             ("skipped", "skipped"),
             ("xfailed", "expected failures"),
+            ("not run", "NOT RUN"),
         ):
             if counts[key]:
                 parts.append(f"{counts[key]} {label}")
@@ -134,22 +180,100 @@ class ConformanceReport:
             parts.append(
                 _plural(stale, "stale expected-failure entry").replace("entrys", "entries")
             )
-        return "conformance: " + ", ".join(parts)
+        line = "conformance: " + ", ".join(parts)
+        if not self.complete:
+            line += " -- INCOMPLETE: " + (
+                "the run was interrupted" if self.interrupted else "not every check ran"
+            )
+        return line
+
+    def _failing_rows(self) -> list[CheckSummary]:
+        return [
+            row for row in self.checks() if any(r.outcome in FAILING_OUTCOMES for r in row.modes)
+        ]
+
+    def item_line(self) -> str:
+        """How pytest's item count (one per check and mode) relates to the table's rows."""
+        rows = self.checks()
+        by_modes = Counter(len(row.modes) for row in rows)
+        split = ", ".join(
+            f"{count} in {_plural(modes, 'mode')}"
+            for modes, count in sorted(by_modes.items(), reverse=True)
+        )
+        return (
+            f"{_plural(len(self.results), 'pytest item')} = {_plural(len(rows), 'check')} "
+            f"x their modes ({split}); the table and the counts are per check"
+        )
+
+    def causes_text(self) -> str:
+        """Each cause once: what it is, the checks it fails and one way to replay it."""
+        causes = self.causes()
+        if not causes:
+            return ""
+        failing = self._failing_rows()
+        lines = [f"{_plural(len(failing), 'failed check')}, {_plural(len(causes), 'cause')}:"]
+        for cause in causes:
+            levels = Counter(r.outcome.value for r in cause.results)
+            verbs = {"failed": "failed", "warning": "warned", "xfailed": "failed as expected"}
+            kinds = ", ".join(f"{n} {verbs.get(o, o)}" for o, n in levels.items())
+            lines.append(f"  cause {cause.id}: {cause.title}")
+            lines.extend(
+                textwrap.wrap(
+                    f"{_plural(len(cause.checks), 'check')} ({kinds} in all modes): "
+                    + ", ".join(cause.checks),
+                    width=_LINE_WIDTH,
+                    initial_indent="    ",
+                    subsequent_indent="      ",
+                    break_on_hyphens=False,
+                    break_long_words=False,
+                )
+            )
+            lines.append(f"    replay: {self.rerun_command(cause.first)}")
+        return "\n".join(lines)
+
+    def rerun_command(self, result: CheckResult) -> str:
+        """The command that reruns one check in one mode (its failure shows the replay)."""
+        if result.rerun:
+            return result.rerun.removeprefix("rerun: ")
+        parts = ["pytest", f"--conformance={self.target}"]
+        seed = self.settings.get("seed")
+        if seed is not None and seed != DEFAULT_SEED:
+            parts.append(f"--conformance-seed={seed}")
+        device = str(self.settings.get("device", "cpu"))
+        if device.startswith("cuda"):
+            parts.append(f"--conformance-device={device}")
+        parts.append(f"'{NODE_PREFIX}::{result.label}'")
+        return " ".join(parts)
+
+    def should_details(self) -> str:
+        """The full details of every SHOULD failure reported as a warning."""
+        blocks = []
+        for row in self.checks():
+            for result in row.modes:
+                if result.outcome is Outcome.WARNING:
+                    blocks.append(
+                        f"--- {result.label} (SHOULD, warning)\n{result.details or result.reason}"
+                    )
+        return "\n".join(blocks)
 
     def table(self) -> str:
-        """The per-check table: clause, level, check, outcome, one-line reason."""
+        """The per-check table: clause, level, check, outcome, and the whole reason (never
+        cut: a long one runs on, and the terminal wraps it)."""
         rows = [("clause", "level", "check", "outcome", "reason")]
+        causes = self.causes()
         for row in self.checks():
             reason = " ".join(row.reason.split())
-            if len(reason) > _REASON_WIDTH:
-                reason = reason[: _REASON_WIDTH - 3] + "..."
+            numbers = sorted({c.id for c in causes for r in row.modes if r in c.results}, key=int)
+            if numbers:
+                reason = f"[cause {', '.join(numbers)}] {reason}"
             rows.append((row.info.clause, row.info.level, row.info.id, row.outcome.value, reason))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = [
-            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:4])) + "  " + r[4]
+            (
+                "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:4])) + "  " + r[4]
+            ).rstrip()
             for r in rows
         ]
-        lines = [line.rstrip() for line in lines]
         extra = [
             *(f"stale expected failure: {s}" for s in self.stale_expected_failures),
             *(f"expected failure matching no check: {s}" for s in self.unknown_expected_failures),
@@ -160,6 +284,18 @@ class ConformanceReport:
     def to_json(self) -> dict[str, object]:
         """The report as JSON-ready data (see :data:`REPORT_SCHEMA`)."""
         counts = self.counts()
+        causes = self.causes()
+        cause_by_result = {id(r): c for c in causes for r in c.results}
+
+        def cause_ref(result: CheckResult) -> dict[str, str] | None:
+            cause = cause_by_result.get(id(result))
+            if cause is None:
+                return None
+            return {"id": cause.id, "key": cause.key, "title": cause.title}
+
+        def row_cause(row: CheckSummary) -> dict[str, str] | None:
+            return next((ref for r in row.modes if (ref := cause_ref(r)) is not None), None)
+
         return {
             "schema": REPORT_SCHEMA,
             "target": self.target,
@@ -168,6 +304,8 @@ class ConformanceReport:
             "environment": self.environment,
             "summary": {
                 "ok": self.ok,
+                "complete": self.complete,
+                "interrupted": self.interrupted,
                 "line": self.summary_line(),
                 "passed": counts["passed"],
                 "failed_must": counts["failed_must"],
@@ -176,7 +314,23 @@ class ConformanceReport:
                 "blocked": counts["blocked"],
                 "skipped": counts["skipped"],
                 "xfailed": counts["xfailed"],
+                "not_run": counts["not run"],
+                "not_run_items": sum(1 for r in self.results if r.outcome is Outcome.NOT_RUN),
+                "items": len(self.results),
+                "causes": len(causes),
             },
+            "causes": [
+                {
+                    "id": cause.id,
+                    "key": cause.key,
+                    "title": cause.title,
+                    "checks": cause.checks,
+                    "items": [r.label for r in cause.results],
+                    "replay": cause.first.replay,
+                    "rerun": self.rerun_command(cause.first),
+                }
+                for cause in causes
+            ],
             "clauses": dict(CLAUSES),
             "checks": [
                 {
@@ -188,12 +342,14 @@ class ConformanceReport:
                     "since": row.info.since,
                     "outcome": row.outcome.value,
                     "reason": row.reason,
+                    "cause": row_cause(row),
                     "modes": {
                         (r.mode or "any"): {
                             "outcome": r.outcome.value,
                             "reason": r.reason,
                             "details": r.details,
                             "duration_s": round(r.duration_s, 4),
+                            "cause": cause_ref(r),
                         }
                         for r in row.modes
                     },

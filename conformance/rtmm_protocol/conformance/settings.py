@@ -74,6 +74,9 @@ class RunSettings:
     #: Shrink failing examples to the smallest one (off only where detection is all
     #: that matters, as in the suite's own self-tests).
     shrink: bool = True
+    #: Where checks run: ``auto`` (a forked child per check where that is safe),
+    #: ``fork`` or ``off`` (in the calling process); see :mod:`.isolation`.
+    isolation: str = "auto"
     hidden_size: int = 4
     max_num_tokens: int = 128
     max_num_reqs: int = 8
@@ -85,6 +88,8 @@ class RunSettings:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.dtype not in MERGE_TOLERANCES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
+        if self.isolation not in ("auto", "fork", "off"):
+            raise ValueError(f"isolation must be auto, fork or off, got {self.isolation!r}")
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("device is cuda but CUDA is not available")
 

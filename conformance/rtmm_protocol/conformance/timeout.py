@@ -9,9 +9,11 @@ way, but the run goes on without it.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
+import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 __all__ = ["CheckInterrupted", "TimedOut", "run_with_timeout"]
@@ -29,10 +31,14 @@ class CheckInterrupted(BaseException):
 
 @dataclass
 class TimedOut:
-    """The check did not finish in time; ``stopped`` says whether its thread unwound."""
+    """The check did not finish in time; ``stopped`` says whether its thread unwound.
+
+    ``stack`` is where the thread was when its time ran out (outermost frame first).
+    """
 
     limit_s: float
     stopped: bool
+    stack: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -58,12 +64,20 @@ def run_with_timeout(fn: Callable[[], _T], limit_s: float) -> _T | TimedOut:
     thread.start()
     thread.join(limit_s)
     if not outcome.done:
+        stack = _stack_of(thread)
         _interrupt(thread)
         thread.join(_UNWIND_GRACE_S)
-        return TimedOut(limit_s=limit_s, stopped=not thread.is_alive())
+        return TimedOut(limit_s=limit_s, stopped=not thread.is_alive(), stack=stack)
     if outcome.error is not None:
         raise outcome.error
     return outcome.value  # type: ignore[return-value]  # set when done without error
+
+
+def _stack_of(thread: threading.Thread) -> list[tuple[str, int, str]]:
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return []
+    return [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_stack(frame)]
 
 
 def _interrupt(thread: threading.Thread) -> None:

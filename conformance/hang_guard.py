@@ -1,0 +1,125 @@
+"""Remembering where a target hung, so its later checks are blocked, not waited out.
+
+When a check runs out of time, the stack it was in says which of the target's entry
+points hung (``gather_mm_embeddings``, ``get_mm_embeddings``, ``dummy_inputs_embeds``,
+or the factory itself). Later checks still build targets, but each built target has
+those methods replaced by one that raises :class:`TargetBlocked`; a check that calls
+one is reported *blocked*, naming the check that hung, and a check that never calls
+them runs as usual.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from rtmm_protocol.conformance.causes import Frame, frame_kind, short_path, target_entry
+from rtmm_protocol.conformance.context import ConformanceContext
+from rtmm_protocol.conformance.targets import Factory
+
+__all__ = ["ENTRY_METHODS", "Hang", "HangGuard", "TargetBlocked"]
+
+#: The target methods the suite calls; a hang in one blocks later calls of it.
+ENTRY_METHODS = ("gather_mm_embeddings", "get_mm_embeddings", "dummy_inputs_embeds")
+
+
+class TargetBlocked(BaseException):  # a verdict, not an error
+    """Raised in place of a call into a target method that hung before (a
+    BaseException, so that the check's own ``except Exception`` does not judge it)."""
+
+
+@dataclass(frozen=True)
+class Hang:
+    """A target entry point that did not return: where, and in which check.
+
+    ``methods`` empty means the hang was outside the known methods (the factory or
+    something the suite could not tell), so every later build is blocked.
+    """
+
+    label: str
+    methods: tuple[str, ...]
+    where: str = ""
+
+    @property
+    def what(self) -> str:
+        """The hung entry point in words."""
+        return " / ".join(self.methods) if self.methods else "the factory or an unknown call"
+
+    def reason(self) -> str:
+        """The reason a later check that needs the hung entry point is blocked."""
+        where = f" at {self.where}" if self.where else ""
+        return (
+            f"blocked: the target hung in {self.what}{where} during {self.label}; "
+            "it is not called again in this run"
+        )
+
+    @classmethod
+    def from_stack(cls, label: str, frames: Sequence[Frame]) -> Hang:
+        """The hang a stack shows: the protocol methods in it below the suite's call."""
+        entry, caller = target_entry(frames)
+        if entry is None:
+            return cls(label, ())
+        start = frames.index(entry)
+        methods = tuple(
+            dict.fromkeys(
+                f[2]
+                for f in frames[start:]
+                if f[2] in ENTRY_METHODS and frame_kind(f[0]) == "target"
+            )
+        )
+        if caller is not None and caller[2] == "build" and entry[2] not in ENTRY_METHODS:
+            methods = ()  # the factory itself hung
+        inner = [f for f in frames[start:] if frame_kind(f[0]) == "target"]
+        where = f"{short_path(inner[-1][0])}:{inner[-1][1]}" if inner else ""
+        return cls(label, methods, where)
+
+
+@dataclass
+class HangGuard:
+    """The hangs seen so far in a run, and whether the running check hit one."""
+
+    hangs: list[Hang] = field(default_factory=list)
+    hit: Hang | None = None
+
+    def start_check(self) -> None:
+        """Forget the previous check's blocked call."""
+        self.hit = None
+
+    def blocked_call(self) -> Hang | None:
+        """The hang whose entry point the running check called, if it did."""
+        return self.hit
+
+    def guarded(self, factory: Factory) -> Factory:
+        """``factory``, with the hung methods of every target it builds blocked."""
+        if not self.hangs:
+            return factory
+
+        def build(ctx: ConformanceContext) -> object:
+            whole = next((h for h in self.hangs if not h.methods), None)
+            if whole is not None:
+                self._block(whole)
+            target = factory(ctx)
+            for hang in self.hangs:
+                for method in hang.methods:
+                    original = getattr(target, method, None)
+                    if original is None:
+                        continue
+                    try:
+                        setattr(target, method, functools.wraps(original)(self._blocker(hang)))
+                    except (AttributeError, TypeError):  # slots or a frozen object
+                        self._block(hang)
+            return target
+
+        return build
+
+    def _blocker(self, hang: Hang) -> Callable[..., object]:
+        def blocked(*args: object, **kwargs: object) -> object:
+            self._block(hang)
+
+        return blocked
+
+    def _block(self, hang: Hang) -> NoReturn:
+        self.hit = hang
+        raise TargetBlocked(hang.reason())

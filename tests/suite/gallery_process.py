@@ -1,0 +1,149 @@
+"""Broken targets that attack the process running the suite, each under one condition.
+
+Each is the reference state with one *process fault* that fires only in the situation
+one clause is about, so the suite must report it as a failure of that clause's check
+and of no other, and the run must go on: a crash (``os._exit``), a segfault, a
+``KeyboardInterrupt`` raised by the target, a hang in pure Python, and a hang that
+swallows every interrupt sent to it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from suite.gallery import BrokenTarget
+
+from rtmm_protocol.conformance import ConformanceContext
+from rtmm_protocol.protocols import InputBatch
+from rtmm_protocol.reference import ReferenceModelState
+
+__all__ = ["PROCESS_FAULTS", "PROCESS_GALLERY", "ProcessFaultState", "process_state"]
+
+#: Faults that take the process down or never return, by name.
+PROCESS_FAULTS = (
+    "exits-on-oversize-dummy",
+    "segfaults-on-zero-token-request",
+    "interrupts-on-lookahead-miss",
+    "loops-on-empty-dummy",
+    "loops-deaf-on-malformed-batch",
+)
+
+
+def _loop_forever() -> None:
+    while True:
+        pass
+
+
+def _loop_deaf() -> None:
+    """Loop, swallowing whatever is raised into the loop (a timeout's interrupt too)."""
+    while True:
+        try:
+            time.sleep(0.01)
+        except BaseException:  # deliberately deaf
+            continue
+
+
+class ProcessFaultState(ReferenceModelState):
+    """The reference state with one process fault."""
+
+    def __init__(self, *args: Any, fault: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if fault not in PROCESS_FAULTS:
+            raise ValueError(f"unknown process fault {fault!r}")
+        self.fault = fault
+
+    def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
+        """The dummy view; ends the process for an over-size request (D5), or loops
+        forever for an empty one (D1)."""
+        if self.fault == "exits-on-oversize-dummy" and num_tokens > self.max_num_tokens:
+            os._exit(3)
+        if self.fault == "loops-on-empty-dummy" and num_tokens == 0:
+            _loop_forever()
+        return super().dummy_inputs_embeds(num_tokens)
+
+    def gather_mm_embeddings(
+        self, input_batch: InputBatch, draft_lookahead: int = 0
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The reference gather, unless this state's condition holds."""
+        scheduled = np.asarray(input_batch.num_scheduled_tokens)
+        fault = self.fault
+        if fault == "segfaults-on-zero-token-request" and (scheduled == 0).any():
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        if fault == "interrupts-on-lookahead-miss" and self._lookahead_miss(
+            input_batch, draft_lookahead
+        ):
+            raise KeyboardInterrupt
+        if fault == "loops-deaf-on-malformed-batch" and self._malformed(input_batch):
+            _loop_deaf()
+        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+
+    @staticmethod
+    def _malformed(batch: InputBatch) -> bool:
+        """Whether the batch's arrays disagree with each other (an E1 case)."""
+        n = batch.num_reqs
+        scheduled = np.asarray(batch.num_scheduled_tokens)
+        arrays = (batch.num_scheduled_tokens, batch.prefill_len_np, batch.num_computed_tokens_np)
+        return (
+            len(batch.req_ids) != n
+            or any(len(a) != n for a in arrays)
+            or len(batch.query_start_loc_np) != n + 1
+            or bool((scheduled < 0).any())
+            or int(scheduled.sum()) != batch.num_tokens
+        )
+
+    def _lookahead_miss(self, input_batch: InputBatch, lookahead: int) -> bool:
+        """Whether a gathering request misses an output that only the look-ahead reaches
+        (the outputs of skipped requests are not looked at: G2 forbids it)."""
+        if lookahead <= 0:
+            return False
+        cache = self.encoder_cache
+        for index, req_id in enumerate(input_batch.req_ids[: input_batch.num_reqs]):
+            computed = int(input_batch.num_computed_tokens_np[index])
+            if not self.is_realtime and computed + lookahead >= input_batch.prefill_len_np[index]:
+                continue
+            end = computed + int(input_batch.num_scheduled_tokens[index])
+            for feature in cache.mm_features.get(req_id, []):
+                offset = feature.mm_position.offset
+                if (
+                    end <= offset < end + lookahead
+                    and feature.identifier not in cache.encoder_outputs
+                ):
+                    return True
+        return False
+
+
+def process_state(fault: str) -> Callable[[ConformanceContext], object]:
+    """A factory of reference states with the process fault ``fault``."""
+
+    def factory(ctx: ConformanceContext) -> object:
+        return ProcessFaultState(
+            ctx.model,
+            ctx.encoder_cache,
+            hidden_size=ctx.hidden_size,
+            max_num_tokens=ctx.max_num_tokens,
+            dtype=ctx.dtype,
+            device=ctx.device,
+            validate=ctx.validate,
+            fault=fault,
+        )
+
+    factory.__qualname__ = f"process_state[{fault}]"
+    return factory
+
+
+PROCESS_GALLERY: tuple[BrokenTarget, ...] = (
+    BrokenTarget("ends the process for an over-size dummy run", process_state("exits-on-oversize-dummy"), "D5", "D5-oversize-raises"),
+    BrokenTarget("segfaults on a zero-token request", process_state("segfaults-on-zero-token-request"), "G1", "G1-zero-scheduled-contributes-nothing"),
+    BrokenTarget("raises KeyboardInterrupt for a look-ahead miss", process_state("interrupts-on-lookahead-miss"), "G7", "G7-lookahead-miss-falls-back"),
+    BrokenTarget("loops forever for an empty dummy run", process_state("loops-on-empty-dummy"), "D1", "D1-dummy-shape-dtype-device"),
+    BrokenTarget(
+        "deaf loop on a malformed batch", process_state("loops-deaf-on-malformed-batch"), "E1", "E1-malformed-batch-rejected",
+        also=("E3",), why="E3 requires that no bad input crashes or stalls the process",
+    ),
+)  # fmt: skip
