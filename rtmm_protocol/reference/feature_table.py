@@ -146,11 +146,16 @@ class FeatureTable:
         base = self.batch_base[requests]
         first = np.maximum(first, base)
         last = np.minimum(last, base + self._batch_counts[requests] - 1)
-        counts = np.maximum(last - first + 1, 0)
-        owners = np.repeat(requests, counts)
-        entries = np.arange(owners.shape[0], dtype=np.int64)
-        entries += np.repeat(first - (np.cumsum(counts) - counts), counts)
-        owner_lists = np.fromiter(lists, dtype=object, count=len(lists))[owners].tolist()
+        counts = last - first + 1
+        if requests.shape[0] == len(lists) and (counts == 1).all():
+            # Every request checks one item (decode windows inside a feature).
+            owners, entries, owner_lists = requests, first, lists
+        else:
+            np.maximum(counts, 0, out=counts)
+            owners = np.repeat(requests, counts)
+            entries = np.arange(owners.shape[0], dtype=np.int64)
+            entries += np.repeat(first - (np.cumsum(counts) - counts), counts)
+            owner_lists = np.fromiter(lists, dtype=object, count=len(lists))[owners].tolist()
         indices = (entries - self.batch_base[owners]).tolist()
         synced = self.feature[entries].tolist()
         if all(map(operator.is_, map(operator.getitem, owner_lists, indices), synced)):

@@ -38,6 +38,8 @@ class MMGatherPlan:
         is_mm_embed: npt.NDArray[np.bool_],
         slots: _I64,
         sources: Sequence[torch.Tensor],
+        source_keys: list[int],
+        identifiers: list[str],
         features: Sequence[MultiModalFeature],
         row_start: _I64,
         row_end: _I64,
@@ -49,6 +51,8 @@ class MMGatherPlan:
         self.is_mm_embed = torch.from_numpy(is_mm_embed)
         self._slots = slots
         self._sources = sources
+        self._source_keys = source_keys
+        self._identifiers = identifiers
         self._features = features
         self._row_start = row_start
         self._row_end = row_end
@@ -102,8 +106,7 @@ class MMGatherPlan:
         :class:`~rtmm_protocol.reference.output_arena.ArenaFullError` when the step's
         outputs do not fit the arena together.
         """
-        identifiers = [feature.identifier for feature in self._features]
-        starts, rows = self._arena.locate(identifiers, self._sources)
+        starts, rows = self._arena.locate(self._identifiers, self._sources, self._source_keys)
         bad = np.flatnonzero(rows != self._num_embeds)
         if bad.shape[0]:
             k = int(bad[0])

@@ -41,6 +41,7 @@ _I64 = npt.NDArray[np.int64]
 _BOOL = npt.NDArray[np.bool_]
 _EMPTY = np.zeros(0, dtype=np.int64)
 _ZERO, _MAX_POSITION = np.int64(0), np.int64(MAX_POSITION)
+_NONE_KEY = id(None)
 
 
 class _Pairs(NamedTuple):
@@ -111,7 +112,7 @@ class GatherPlanner:
         needed = pairs.row_end > pairs.row_start
         if not needed.all():
             pairs = pairs.take(needed)
-        pairs, sources = self._resolve(
+        pairs, sources, names, keys = self._resolve(
             pairs, encoder_outputs, req_ids, num_computed_tokens, scheduled
         )
         features = cast(list[MultiModalFeature], self.table.feature[pairs.entry].tolist())
@@ -123,6 +124,8 @@ class GatherPlanner:
             is_mm_embed=mask,
             slots=slots,
             sources=sources,
+            source_keys=keys,
+            identifiers=names,
             features=features,
             row_start=pairs.row_start,
             row_end=pairs.row_end,
@@ -167,9 +170,13 @@ class GatherPlanner:
         else:  # pragma: no cover - a rebuilt request holds exactly its list's items
             raise RuntimeError("the feature table does not match the cache after a rebuild")
         counts = last - first
-        owner = np.repeat(np.arange(requests.shape[0]), counts)
-        entries = np.arange(owner.shape[0], dtype=np.int64)
-        entries += np.repeat(first - (np.cumsum(counts) - counts), counts)
+        if single:  # at most one feature per window
+            owner = np.flatnonzero(counts)
+            entries = first[owner]
+        else:
+            owner = np.repeat(np.arange(requests.shape[0]), counts)
+            entries = np.arange(owner.shape[0], dtype=np.int64)
+            entries += np.repeat(first - (np.cumsum(counts) - counts), counts)
         feature_start = table.start[entries]
         window_start = np.maximum(starts[owner], feature_start) - feature_start
         window_end = np.minimum(ends[owner], table.end[entries]) - feature_start
@@ -193,16 +200,21 @@ class GatherPlanner:
         req_ids: list[str],
         num_computed_tokens: IntArray,
         scheduled: _I64,
-    ) -> tuple[_Pairs, list[torch.Tensor]]:
-        """Look up the pairs' outputs; drop look-ahead misses, raise for the others (G7)."""
+    ) -> tuple[_Pairs, list[torch.Tensor], list[str], list[int]]:
+        """Look up the pairs' outputs; drop look-ahead misses, raise for the others (G7).
+
+        Returns the kept pairs, their outputs, identifiers and outputs' ``id`` (the
+        arena's key; a miss shows as ``id(None)``, cheaper to find than comparing
+        tensors with ``None``).
+        """
         names: list[str] = self.table.identifier[pairs.entry].tolist()
         sources = list(map(encoder_outputs.get, names))
-        # By identity: ``None in sources`` would compare tensors with ``==``.
+        keys = list(map(id, sources))
+        if _NONE_KEY not in keys:
+            return pairs, cast(list[torch.Tensor], sources), names, keys
         found = np.fromiter(
-            map(operator.is_not, sources, itertools.repeat(None)), np.bool_, len(sources)
+            map(operator.ne, keys, itertools.repeat(_NONE_KEY)), np.bool_, len(keys)
         )
-        if found.all():
-            return pairs, cast(list[torch.Tensor], sources)
         missing = np.flatnonzero(~found)
         owners = pairs.request[missing]
         scheduled_end = num_computed_tokens[owners].astype(np.int64) + scheduled[owners]
@@ -213,7 +225,8 @@ class GatherPlanner:
             k = int(missing[inside[0]])
             raise EncoderOutputMissingError(names[k], req_ids[int(pairs.request[k])])
         kept = cast(list[torch.Tensor], list(itertools.compress(sources, found)))
-        return pairs.take(found), kept
+        names, keys = list(itertools.compress(names, found)), list(itertools.compress(keys, found))
+        return pairs.take(found), kept, names, keys
 
     def _mask(self, pairs: _Pairs, total: int, single: bool) -> tuple[_BOOL, _I64]:
         """The G4 mask over ``total`` slots and its True slots, increasing."""

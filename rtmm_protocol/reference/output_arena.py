@@ -93,16 +93,21 @@ class EncoderOutputArena:
         return view
 
     def locate(
-        self, identifiers: Sequence[str], tensors: Sequence[torch.Tensor]
+        self,
+        identifiers: Sequence[str],
+        tensors: Sequence[torch.Tensor],
+        keys: Sequence[int] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """First arena row and row count of each tensor, mirroring those not held yet.
 
-        The tensors of the call are kept while room is made for the others. Raises
+        ``keys``, when given, are the tensors' ``id`` values (saves computing them). The
+        tensors of the call are kept while room is made for the others. Raises
         :class:`ArenaFullError` when they cannot all be held at once.
         """
-        spans = list(map(self._span.get, map(id, tensors)))
+        keys = list(map(id, tensors)) if keys is None else keys
+        spans = list(map(self._span.get, keys))
         if None in spans:
-            keep = set(map(id, tensors))
+            keep = set(keys)
             for k in [k for k, span in enumerate(spans) if span is None]:
                 spans[k] = self._adopt(identifiers[k], tensors[k], keep)
         packed = np.fromiter(spans, dtype=np.int64, count=len(spans))
