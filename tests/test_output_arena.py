@@ -26,8 +26,8 @@ def test_a_stored_output_is_a_view_of_the_arena_and_gathers_by_index() -> None:
     assert view.untyped_storage().data_ptr() == arena.storage.untyped_storage().data_ptr()
     starts, rows = arena.locate(["x"], [view])
     assert rows.tolist() == [3]
-    got = arena.gather(torch.tensor([int(starts[0]) + 2, arena.null_row]))
-    assert torch.equal(got, torch.tensor([[2.0] * HIDDEN, [0.0] * HIDDEN]))
+    got = arena.gather(torch.tensor([int(starts[0]) + 2, int(starts[0])]))
+    assert torch.equal(got, torch.full((2, HIDDEN), 2.0))
     assert arena.rows_free == 5
 
 

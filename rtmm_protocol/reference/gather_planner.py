@@ -152,16 +152,17 @@ class GatherPlanner:
             key_base = table.batch_key_base[requests]
             keys = key_base + np.minimum(np.maximum(starts, _ZERO), _MAX_POSITION)
             first = table.end_key.searchsorted(keys, side="right")
+            # A neighbour matters only where the window reaches past the features it
+            # overlaps: an unchanged feature covering a position blocks every other one.
             if single:
-                last = first + (table.start_key[first] <= keys)
+                hit = table.start_key[first] <= keys
+                last, left, right = first + hit, first - ~hit, first
             else:
                 ends_clipped = np.minimum(np.maximum(ends, _ZERO), _MAX_POSITION + 1)
                 last = table.start_key.searchsorted(key_base + ends_clipped)
-            # A neighbour matters only where the window reaches past the features it
-            # overlaps: an unchanged feature covering a position blocks every other one.
-            empty = first == last
-            left = first - (empty | (table.start[first] > starts))
-            right = last - 1 + (empty | (table.end[last - 1] < ends))
+                empty = first == last
+                left = first - (empty | (table.start[first] > starts))
+                right = last - 1 + (empty | (table.end[last - 1] < ends))
             changed = table.changed_items(lists, requests, left, right)
             if changed.shape[0] == 0:
                 break

@@ -1,4 +1,4 @@
-"""Encoder outputs in one pre-allocated ``(rows + 1, hidden_size)`` tensor.
+"""Encoder outputs in one pre-allocated ``(rows, hidden_size)`` tensor.
 
 With every output a step needs in one tensor, its rows are one ``index_select`` away,
 whatever features they come from. The arena holds two kinds of entries, both keyed by
@@ -52,11 +52,7 @@ class _Entry:
 
 
 class EncoderOutputArena:
-    """A fixed block of rows for encoder outputs, with first-fit allocation.
-
-    The last row (:attr:`null_row`) is always zero and never handed out, so fixed-size
-    index buffers can point their unused entries at it.
-    """
+    """A fixed block of ``rows`` rows for encoder outputs, with first-fit allocation."""
 
     def __init__(
         self, rows: int, hidden_size: int, *, dtype: torch.dtype, device: torch.device
@@ -65,18 +61,13 @@ class EncoderOutputArena:
             raise ValueError(f"arena_rows must be a positive int, got {rows!r}")
         self.capacity = rows
         self.hidden_size = hidden_size
-        self.storage = torch.zeros(rows + 1, hidden_size, dtype=dtype, device=device)
+        self.storage = torch.zeros(rows, hidden_size, dtype=dtype, device=device)
         self._stride = rows + 1
         self._span: dict[int, int] = {}  # id(tensor) -> start * stride + rows
         self._entries: dict[int, _Entry] = {}
         self._dead: list[_Entry] = []  # dropped by their owners, rows not yet given back
         self._free_starts: list[int] = [0]  # sorted free extents
         self._free_rows: list[int] = [rows]
-
-    @property
-    def null_row(self) -> int:
-        """Index of the always-zero row."""
-        return self.capacity
 
     @property
     def rows_free(self) -> int:
