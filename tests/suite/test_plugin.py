@@ -302,8 +302,8 @@ def test_an_interrupted_run_says_so_in_report_and_exit_code(project: Path) -> No
     validate_report(report)
     assert report["summary"]["ok"] is False
     assert report["summary"]["interrupted"] is True
-    assert report["summary"]["passed"] >= 2  # the T1 checks ran before the interrupt
-    assert report["summary"]["not_run"] >= 1
+    # Checks run in clause order, so G5 meets the interrupt and the T1 checks never start.
+    assert report["summary"]["not_run"] >= 2
 
 
 def test_a_crashing_target_under_xdist_gives_one_complete_report(project: Path) -> None:
