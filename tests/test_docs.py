@@ -215,6 +215,18 @@ def test_missing_registry_fails_clearly(tmp_path: Path) -> None:
         catalog_tools.load_catalog_module(tmp_path / "catalog.py")
 
 
+def test_install_page_lists_every_extra() -> None:
+    """The install page's extras table names exactly the extras pyproject.toml defines."""
+    pyproject = (REPO / "pyproject.toml").read_text("utf-8")
+    section = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    extras = set(re.findall(r"^([a-z]+) = \[", section, flags=re.M))
+    page = (DOCS / "install.md").read_text("utf-8")
+    table = page.split("| extra | installs | needed for |", 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"^\| `([a-z]+)` \|", table, flags=re.M))
+    assert extras >= {"conformance", "typecheck", "docs"}
+    assert listed == extras
+
+
 def test_batch_figure_is_current() -> None:
     """The committed SVG is exactly what the generator draws from the reference gather."""
     generator = _load("rtmm_docs_batch_figure", DOCS / "_gen" / "batch_figure.py")
@@ -225,6 +237,19 @@ def test_batch_figure_is_current() -> None:
 
 
 # --------------------------------------------------------------------------- the build
+
+#: Why the build tests skip without the docs extra, and how to get them to run.
+DOCS_EXTRA_MISSING = (
+    "needs the docs extra, which is not installed: {module} is missing "
+    '(pip install "rtmm-protocol[docs]", or -e ".[docs]" in a checkout)'
+)
+
+
+def require_docs_extra() -> None:
+    """Skip, saying which package is missing and how to install it, without the docs extra."""
+    for module in ("mkdocs", "material", "mkdocstrings"):
+        pytest.importorskip(module, reason=DOCS_EXTRA_MISSING.format(module=module))
+
 
 _BUILD_WITHOUT_TORCH = """
 import sys
@@ -239,9 +264,7 @@ cli()
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build the site once for this module, strictly and with torch unimportable."""
-    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
-    pytest.importorskip("material", reason="the docs extra (mkdocs-material) is not installed")
-    pytest.importorskip("mkdocstrings", reason="the docs extra (mkdocstrings) is not installed")
+    require_docs_extra()
     site = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(
@@ -351,7 +374,7 @@ def test_site_has_no_broken_internal_links(built_site: Path) -> None:
 
 
 def _benchmark_hook() -> ModuleType:
-    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
+    require_docs_extra()
     return _load("rtmm_docs_benchmark_results", DOCS / "_hooks" / "benchmark_results.py")
 
 

@@ -32,12 +32,18 @@ def _browser_check_module() -> ModuleType:
 @pytest.mark.slow
 def test_site_in_headless_chromium(tmp_path: Path) -> None:
     """No console error, every clause anchor, search results, nothing wider than its column."""
-    pytest.importorskip("mkdocs", reason='the docs extra is not installed: pip install ".[docs]"')
-    pytest.importorskip("material", reason='the docs extra is not installed: pip install ".[docs]"')
+    for module in ("mkdocs", "material"):
+        pytest.importorskip(
+            module,
+            reason=f"needs the docs extra, which is not installed: {module} is missing "
+            '(pip install "rtmm-protocol[docs]", or -e ".[docs]" in a checkout)',
+        )
     browser_check = _browser_check_module()
     chromium = browser_check.find_chromium()
     if chromium is None:
-        pytest.skip("no Chromium binary (apt-get install -y chromium)")
+        pytest.skip(
+            "needs a Chromium binary: apt-get install -y chromium, or set RTMM_DOCS_CHROMIUM"
+        )
     site = tmp_path / "site"
     browser_check.build_site(site)
     report = browser_check.check_site(site, tmp_path / "shots", chromium)
