@@ -4,8 +4,9 @@
   per page (later blocks may use names from earlier ones). A block is skipped only when
   its first line says why, visibly: ``# docs-test: skip (REASON)``; a block that starts
   with ``# docs-test: needs-cuda`` runs only where CUDA is available. A block
-  whose first line is ``# file: NAME.py`` is also written to the working directory, so
-  later blocks and commands can import it.
+  whose first line is ``# file: NAME.py`` is written to the working directory and
+  imported as that module, so later blocks and commands can import it (its names are
+  also given to later blocks).
 - The specification page has an anchored heading for every clause, and every clause has
   a check in the suite's registry and vice versa.
 - ``mkdocs build --strict`` passes with torch and numpy made unimportable, so the build
@@ -143,15 +144,22 @@ def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
             assert reason, f"{block.page}:{block.line}: a skipped block must say why"
             skipped.append(f"line {block.line}: {reason}")
             continue
+        printed = io.StringIO()
         if block.file_name is not None:
             target = tmp_path / block.file_name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.code + "\n", "utf-8")
-        # Pad so that tracebacks point at the line of the Markdown file.
-        source = "\n" * (block.line - 1) + block.code
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            exec(compile(source, str(page), "exec"), namespace)
+            # Import it as the module it is (dataclasses and the like need one), and give
+            # later blocks its names.
+            module_name = block.file_name.removesuffix(".py").replace("/", ".")
+            with contextlib.redirect_stdout(printed):
+                module = importlib.import_module(module_name)
+            namespace.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+        else:
+            # Pad so that tracebacks point at the line of the Markdown file.
+            source = "\n" * (block.line - 1) + block.code
+            with contextlib.redirect_stdout(printed):
+                exec(compile(source, str(page), "exec"), namespace)
         ran += 1
         shown = blocks[position + 1] if position + 1 < len(blocks) else None
         if shown is not None and shown.is_output:
@@ -213,6 +221,25 @@ def test_missing_registry_fails_clearly(tmp_path: Path) -> None:
     """Without the suite's registry the catalog cannot be built, and says why."""
     with pytest.raises(catalog_tools.CatalogUnavailableError, match="CHECKS and CLAUSES"):
         catalog_tools.load_catalog_module(tmp_path / "catalog.py")
+
+
+def test_from_scratch_guide_shows_the_example_as_it_is() -> None:
+    """Each module the guide shows is, line for line, the one CI checks under examples/."""
+    package = REPO / "examples" / "from_scratch_state"
+    shown = {
+        block.file_name: block.code.split("\n", 1)[1]
+        for block in code_blocks(DOCS / "write-your-own.md")
+        if block.file_name is not None
+    }
+    assert sorted(shown) == [
+        "from_scratch_state/factory.py",
+        "from_scratch_state/state.py",
+        "from_scratch_state/window.py",
+    ]
+    for name, code in shown.items():
+        assert code + "\n" == (package / name).read_text("utf-8"), (
+            f"docs/write-your-own.md shows {name} differently from examples/from_scratch_state"
+        )
 
 
 def test_install_page_lists_every_extra() -> None:
