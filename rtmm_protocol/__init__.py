@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from rtmm_protocol.encoder_cache import EncoderCache
     from rtmm_protocol.errors import EncoderOutputMissingError
     from rtmm_protocol.feature import MultiModalFeature
+    from rtmm_protocol.modality import with_modality
     from rtmm_protocol.placeholder import PlaceholderRange
     from rtmm_protocol.protocols import (
         InputBatch,
@@ -60,6 +61,7 @@ __all__ = [
     "TextModel",
     "__version__",
     "supports_realtime",
+    "with_modality",
 ]
 
 # Public name -> defining module, for the lazy imports below.
@@ -76,6 +78,7 @@ _EXPORTS = {
     "SupportsRealtime": "rtmm_protocol.realtime",
     "TextModel": "rtmm_protocol.protocols",
     "supports_realtime": "rtmm_protocol.realtime",
+    "with_modality": "rtmm_protocol.modality",
 }
 
 

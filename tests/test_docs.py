@@ -4,8 +4,9 @@
   per page (later blocks may use names from earlier ones). A block is skipped only when
   its first line says why, visibly: ``# docs-test: skip (REASON)``; a block that starts
   with ``# docs-test: needs-cuda`` runs only where CUDA is available. A block
-  whose first line is ``# file: NAME.py`` is also written to the working directory, so
-  later blocks and commands can import it.
+  whose first line is ``# file: NAME.py`` is written to the working directory and
+  imported as that module, so later blocks and commands can import it (its names are
+  also given to later blocks).
 - The specification page has an anchored heading for every clause, and every clause has
   a check in the suite's registry and vice versa.
 - ``mkdocs build --strict`` passes with torch and numpy made unimportable, so the build
@@ -145,15 +146,22 @@ def test_python_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Mon
             assert reason, f"{block.page}:{block.line}: a skipped block must say why"
             skipped.append(f"line {block.line}: {reason}")
             continue
+        printed = io.StringIO()
         if block.file_name is not None:
             target = tmp_path / block.file_name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.code + "\n", "utf-8")
-        # Pad so that tracebacks point at the line of the Markdown file.
-        source = "\n" * (block.line - 1) + block.code
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            exec(compile(source, str(page), "exec"), namespace)
+            # Import it as the module it is (dataclasses and the like need one), and give
+            # later blocks its names.
+            module_name = block.file_name.removesuffix(".py").replace("/", ".")
+            with contextlib.redirect_stdout(printed):
+                module = importlib.import_module(module_name)
+            namespace.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+        else:
+            # Pad so that tracebacks point at the line of the Markdown file.
+            source = "\n" * (block.line - 1) + block.code
+            with contextlib.redirect_stdout(printed):
+                exec(compile(source, str(page), "exec"), namespace)
         ran += 1
         shown = blocks[position + 1] if position + 1 < len(blocks) else None
         if shown is not None and shown.is_output:
@@ -217,6 +225,37 @@ def test_missing_registry_fails_clearly(tmp_path: Path) -> None:
         catalog_tools.load_catalog_module(tmp_path / "catalog.py")
 
 
+def test_from_scratch_guide_shows_the_example_as_it_is() -> None:
+    """Each module the guide shows is, line for line, the one CI checks under examples/."""
+    package = REPO / "examples" / "from_scratch_state"
+    shown = {
+        block.file_name: block.code.split("\n", 1)[1]
+        for block in code_blocks(DOCS / "write-your-own.md")
+        if block.file_name is not None
+    }
+    assert sorted(shown) == [
+        "from_scratch_state/factory.py",
+        "from_scratch_state/state.py",
+        "from_scratch_state/window.py",
+    ]
+    for name, code in shown.items():
+        assert code + "\n" == (package / name).read_text("utf-8"), (
+            f"docs/write-your-own.md shows {name} differently from examples/from_scratch_state"
+        )
+
+
+def test_install_page_lists_every_extra() -> None:
+    """The install page's extras table names exactly the extras pyproject.toml defines."""
+    pyproject = (REPO / "pyproject.toml").read_text("utf-8")
+    section = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    extras = set(re.findall(r"^([a-z]+) = \[", section, flags=re.M))
+    page = (DOCS / "install.md").read_text("utf-8")
+    table = page.split("| extra | installs | needed for |", 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"^\| `([a-z]+)` \|", table, flags=re.M))
+    assert extras >= {"conformance", "typecheck", "docs"}
+    assert listed == extras
+
+
 def test_batch_figure_is_current() -> None:
     """The committed SVG is exactly what the generator draws from the reference gather."""
     generator = _load("rtmm_docs_batch_figure", DOCS / "_gen" / "batch_figure.py")
@@ -227,6 +266,19 @@ def test_batch_figure_is_current() -> None:
 
 
 # --------------------------------------------------------------------------- the build
+
+#: Why the build tests skip without the docs extra, and how to get them to run.
+DOCS_EXTRA_MISSING = (
+    "needs the docs extra, which is not installed: {module} is missing "
+    '(pip install "rtmm-protocol[docs]", or -e ".[docs]" in a checkout)'
+)
+
+
+def require_docs_extra() -> None:
+    """Skip, saying which package is missing and how to install it, without the docs extra."""
+    for module in ("mkdocs", "material", "mkdocstrings"):
+        pytest.importorskip(module, reason=DOCS_EXTRA_MISSING.format(module=module))
+
 
 _BUILD_WITHOUT_TORCH = """
 import sys
@@ -241,9 +293,7 @@ cli()
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build the site once for this module, strictly and with torch unimportable."""
-    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
-    pytest.importorskip("material", reason="the docs extra (mkdocs-material) is not installed")
-    pytest.importorskip("mkdocstrings", reason="the docs extra (mkdocstrings) is not installed")
+    require_docs_extra()
     site = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(
@@ -353,7 +403,7 @@ def test_site_has_no_broken_internal_links(built_site: Path) -> None:
 
 
 def _benchmark_hook() -> ModuleType:
-    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
+    require_docs_extra()
     return _load("rtmm_docs_benchmark_results", DOCS / "_hooks" / "benchmark_results.py")
 
 

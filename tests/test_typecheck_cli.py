@@ -2,12 +2,14 @@
 
 The command runs mypy (and pyright when installed) in a subprocess; each batch of classes
 costs one run of each, so the classes are checked in two batches (all conforming, all
-broken) shared by the tests. mypy's cache lives in ``.mypy_cache/typecheck-cli-*``.
+broken) shared by the tests. The command's own mypy cache lives in
+``.mypy_cache/typecheck-cli-*`` (through ``RTMM_TYPECHECK_CACHE_DIR``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +25,7 @@ from rtmm_protocol.signatures import (
     check_model_state_signature,
 )
 from rtmm_protocol.typecheck import main
+from rtmm_protocol.typecheck.cache import CACHE_DIR_ENV_VAR, typecheck_cache_dir
 from rtmm_protocol.typecheck.static import find_pyright
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,7 +68,7 @@ def _invoked_from(directory: Path) -> Iterator[None]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(directory)
-        patch.setenv("MYPY_CACHE_DIR", str(REPO / ".mypy_cache" / f"typecheck-cli-{worker}"))
+        patch.setenv(CACHE_DIR_ENV_VAR, str(REPO / ".mypy_cache" / f"typecheck-cli-{worker}"))
         yield
 
 
@@ -193,6 +196,57 @@ def test_modules_in_the_invocation_directory_import(tmp_path: Path) -> None:
     outcome = run(["--no-pyright", "local_runner:LocalRunner"], directory=tmp_path)
     assert outcome.status == 0, outcome.stdout + outcome.stderr
     assert "local_runner:LocalRunner (MMEmbeddingGatherer): conforms" in outcome.stdout
+
+
+def test_mypy_cache_is_kept_apart_from_the_projects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command's mypy runs never write the project's .mypy_cache (a plain mypy run's)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "local_state.py").write_text(
+        "from rtmm_protocol.reference import ReferenceModelState\n\n\n"
+        "class LocalState(ReferenceModelState):\n"
+        '    """A subclass living next to where the command runs."""\n'
+    )
+    cache = tmp_path / "own-cache"
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()):
+        patch.chdir(project)
+        patch.setenv(CACHE_DIR_ENV_VAR, str(cache))
+        status = main(["--no-pyright", "local_state:LocalState"])
+    assert status == 0
+    assert not (project / ".mypy_cache").exists()
+    # mypy keeps one folder per Python version it checks for (a SQLite or JSON cache).
+    written = [path for path in cache.glob("3.*/*") if path.is_file()]
+    assert written, "mypy wrote nothing to the command's own cache"
+
+
+def test_cache_dir_is_per_project_under_the_user_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CACHE_DIR_ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    first = typecheck_cache_dir(tmp_path / "one")
+    second = typecheck_cache_dir(tmp_path / "two")
+    assert first.parent == second.parent == tmp_path / "xdg" / "rtmm-protocol" / "typecheck"
+    assert first.name.startswith("one-")
+    assert first != second
+    assert typecheck_cache_dir(tmp_path / "one") == first  # stable between runs
+    monkeypatch.setenv(CACHE_DIR_ENV_VAR, str(tmp_path / "mine"))
+    assert typecheck_cache_dir(tmp_path / "one") == tmp_path / "mine"
+
+
+def test_missing_mypy_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed with [conformance] only, the command says which extra brings mypy."""
+    find_spec = importlib.util.find_spec
+
+    def without_mypy(name: str, package: str | None = None) -> object:
+        return None if name == "mypy" else find_spec(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_mypy)
+    outcome = run([f"{EXAMPLES}:TextOnlyState"])
+    assert outcome.status == 2
+    assert 'install the typecheck extra: pip install "rtmm-protocol[typecheck]"' in outcome.stderr
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,11 @@ so it needs nothing beyond the standard library). It loads
 2. the specification page, and checks that every clause anchor (``#G5``, ``#D2``, ...)
    exists and that the batch figure loaded,
 3. the search: types a query into the search box and waits for results,
+4. every page of the site, at a 1280 px wide window, and measures its content column:
+   any element of the page's text (a table, a code block, a figure, a paragraph) that
+   is wider than the column, or whose content is wider than its own box so that part
+   of it hides behind a scroll bar, is a problem, reported with the page, the element
+   and both widths,
 
 and fails on any console error, uncaught exception, failed load, or request to a host
 other than 127.0.0.1. Screenshots of the specification page and of the search results
@@ -53,6 +58,74 @@ CLAUSES = (
     *(f"T{n}" for n in range(1, 4)),
 )
 SEARCH_QUERY = "lookahead"
+#: The window the layout is measured in: a laptop screen, the theme's three-column layout.
+WINDOW_WIDTH, WINDOW_HEIGHT = 1280, 900
+#: Widths are compared with this slack (px), for sub-pixel rounding.
+LAYOUT_SLACK_PX = 1
+
+# Runs in the page: the elements of the content column that are wider than it, or whose
+# content is wider than their own box (hidden behind a scroll bar). The column is the
+# article's content box (688 px at the window above). The theme's table wrappers reach
+# 0.8rem into the gutters by design (a 720 px box), so they are judged only by what they
+# scroll, and reported as their table. Inline elements are measured line by line, as
+# they wrap. Only the outermost offender is reported.
+_MEASURE_COLUMN = """
+(() => {
+  const slack = SLACK_PX;
+  const column = document.querySelector("article.md-content__inner");
+  if (!column) return null;
+  const style = getComputedStyle(column);
+  const box = column.getBoundingClientRect();
+  const left = box.left + parseFloat(style.paddingLeft);
+  const right = box.right - parseFloat(style.paddingRight);
+  const themeWrapper = (el) =>
+    el.classList.contains("md-typeset__scrollwrap") || el.classList.contains("md-typeset__table");
+  const sectionOf = (el) => {
+    for (let node = el; node && node !== column; node = node.parentElement) {
+      for (let prev = node.previousElementSibling; prev; prev = prev.previousElementSibling) {
+        if (/^H[1-6]$/.test(prev.tagName)) return prev.textContent.replace("\u00b6", "").trim();
+      }
+    }
+    return "";
+  };
+  const describe = (el) => {
+    let name = el.tagName.toLowerCase();
+    if (el.id) name += "#" + el.id;
+    const classes = [...el.classList].filter((c) => !c.startsWith("md-"));
+    if (classes.length) name += "." + classes.slice(0, 2).join(".");
+    const section = sectionOf(el);
+    const text = (el.querySelector("th") || el).textContent.replace(/\\s+/g, " ").trim();
+    return name + (section ? " under '" + section.slice(0, 60) + "'" : "")
+      + " ('" + text.slice(0, 40) + "')";
+  };
+  const found = [];
+  const reported = [];
+  for (const el of column.querySelectorAll("*")) {
+    if (reported.some((outer) => outer.contains(el))) continue;
+    const css = getComputedStyle(el);
+    const inline = css.display === "inline";
+    const rects = inline ? [...el.getClientRects()] : [el.getBoundingClientRect()];
+    const shown = rects.filter((r) => r.width > 0 || r.height > 0);
+    if (!shown.length) continue;  // not rendered
+    // An inline element's padding (inline code's background) may reach into the gutter
+    // at a line end; its text may not.
+    const inset = inline ? parseFloat(css.paddingRight) + parseFloat(css.borderRightWidth) : 0;
+    const outset = inline ? parseFloat(css.paddingLeft) + parseFloat(css.borderLeftWidth) : 0;
+    const spill = !themeWrapper(el) && shown.find(
+      (r) => r.right - inset > right + slack || r.left + outset < left - slack);
+    if (spill) {
+      found.push({element: describe(el), width: Math.round(spill.width), kind: "box"});
+      reported.push(el);
+    } else if (css.overflowX !== "visible" && el.scrollWidth > el.clientWidth + slack) {
+      const shownAs = el.querySelector(":scope > div > table, :scope > table") || el;
+      found.push({element: describe(shownAs), width: el.scrollWidth, kind: "content",
+                  box: el.clientWidth});
+      reported.push(el);
+    }
+  }
+  return {column: Math.round(right - left), found: found};
+})()
+""".replace("SLACK_PX", str(LAYOUT_SLACK_PX))
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -299,8 +372,8 @@ def check_site(site: Path, out: Path, chromium: str) -> BrowserReport:
             session.send(f"{domain}.enable")
         session.send(
             "Emulation.setDeviceMetricsOverride",
-            width=1280,
-            height=900,
+            width=WINDOW_WIDTH,
+            height=WINDOW_HEIGHT,
             deviceScaleFactor=1,
             mobile=False,
         )
@@ -360,7 +433,50 @@ def check_site(site: Path, out: Path, chromium: str) -> BrowserReport:
         shot = out / "docs-search.png"
         _screenshot(session, shot)
         shots.append(shot)
+
+        # 4. Every page: nothing wider than the content column.
+        pages = site_pages(site)
+        wide: list[str] = []
+        for page in pages:
+            _open(session, base + page)
+            wide += layout_problems(session.evaluate(_MEASURE_COLUMN), page)
+            problems += _problems_in(session.events, page)
+        notes.append(
+            f"layout: {len(pages)} pages at {WINDOW_WIDTH}px, "
+            f"{len(wide)} elements wider than their column"
+        )
+        problems += wide
     return BrowserReport(problems, shots, notes)
+
+
+def site_pages(site: Path) -> list[str]:
+    """The pages of a built site, as URL paths relative to its root (``specification/``)."""
+    pages = []
+    for html in site.rglob("index.html"):
+        relative = html.parent.relative_to(site).as_posix()
+        pages.append("" if relative == "." else relative + "/")
+    return sorted(pages)
+
+
+def layout_problems(measured: dict[str, Any] | None, page: str) -> list[str]:
+    """Turn what :data:`_MEASURE_COLUMN` found on ``page`` into one problem per element."""
+    where = page or "home"
+    if measured is None:
+        return [f"{where}: no content column (article.md-content__inner) to measure"]
+    column = measured["column"]
+    problems = []
+    for item in measured["found"]:
+        if item["kind"] == "box":
+            problems.append(
+                f"{where}: {item['element']} is {item['width']}px wide, "
+                f"wider than the {column}px column"
+            )
+        else:
+            problems.append(
+                f"{where}: {item['element']} has content {item['width']}px wide in a "
+                f"{item['box']}px box (the {column}px column): part of it is hidden"
+            )
+    return problems
 
 
 def build_site(site: Path) -> None:

@@ -131,13 +131,19 @@ def _mypy_details(hint: str | None) -> tuple[str, ...]:
     return tuple(details)
 
 
-def run_mypy(module: CheckModule, cwd: Path) -> CheckerRun:
-    """Run mypy on the check module with the configuration found from ``cwd``."""
+def run_mypy(module: CheckModule, cwd: Path, cache_dir: Path) -> CheckerRun:
+    """Run mypy on the check module with the configuration found from ``cwd``.
+
+    ``cache_dir`` is the command's own mypy cache (:mod:`rtmm_protocol.typecheck.cache`),
+    kept apart from the project's so that neither invalidates the other.
+    """
     run = CheckerRun("mypy")
     command = [
         sys.executable,
         "-m",
         "mypy",
+        "--cache-dir",
+        str(cache_dir),
         "--output",
         "json",
         "--follow-imports",
