@@ -190,7 +190,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="comma-separated hidden sizes (default: 1280,4096 with --vs-vllm, else 1280)",
     )
     parser.add_argument("--output", type=Path, help="JSON path (default: benchmarks/results/)")
-    parser.add_argument("--plot", type=Path, help="plot path (default: next to the JSON)")
+    parser.add_argument("--plot", type=Path, help="plot path (default: the JSON's, ending .png)")
     parser.add_argument(
         "--threads",
         type=int,
@@ -228,10 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     torch.set_num_threads(args.threads)
     output: Path = args.output or _default_output(args)
-    default_plot = "vs-vllm.png" if args.vs_vllm else "scaling.png"
-    if args.output is not None:
-        default_plot = f"{output.stem}-{default_plot}"
-    plot: Path = args.plot or output.with_name(default_plot)
+    plot: Path = args.plot or output.with_suffix(".png")
     report = Report(
         mode="quick" if args.quick else "full",
         comparison="vllm" if args.vs_vllm else "loop",

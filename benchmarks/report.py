@@ -76,9 +76,9 @@ def machine_info(device: torch.device) -> dict[str, object]:
 def short_name(kind: str, params: dict[str, int]) -> str:
     """A workload's name short enough for a narrow table column."""
     if kind == "realtime-decode":
-        return f"decode R={params['num_requests']:,}"
+        return f"decode R={params['num_requests']}"
     if kind == "long-streams":
-        return f"{params['num_requests']} streams x {params['features_max']:,} frames"
+        return f"{params['num_requests']} streams x {params['features_max']} frames"
     if kind == "chunked-prefill":
         return f"prefill {params['num_requests']}x{params['chunk']}"
     if kind == "image-prefill":
@@ -341,15 +341,17 @@ class Report:
 
 
 def _fmt(value: float) -> str:
-    """One number format for every table: three significant digits, no exponent."""
+    """One number format for every table: about three significant digits, no exponent."""
     magnitude = abs(value)
     if magnitude >= 100:
-        return f"{value:,.0f}"
+        return f"{value:.0f}"
     if magnitude >= 10:
         return f"{value:.1f}"
     if magnitude >= 1:
         return f"{value:.2f}"
-    return f"{value:.3f}"
+    if 0 < magnitude < 0.001:
+        return f"{value:.4f}"
+    return f"{value:.3g}"
 
 
 def _goal(label: str, goal: str, measured: float, met: bool) -> dict[str, object]:
