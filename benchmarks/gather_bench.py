@@ -13,15 +13,18 @@ from benchmarks.copy_floor import CopyFloor
 from benchmarks.reference_side import ReferenceSide, toy_model
 from benchmarks.scenarios import Workload
 from benchmarks.timing import alternate, median_us
+from rtmm_protocol.reference import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
 
 __all__ = ["PATHS", "GatherResult", "measure_workload"]
 
 #: Timed paths, in table order. ``loop`` is the baseline; the others are compared with it.
 PATHS = {
     "loop": "per-request loop (baseline): list of views and mask",
+    "loop_rows": "the loop, then torch.cat of its views (baseline of rows)",
     "list": "gather_mm_embeddings: list of views and mask",
     "rows": "plan_mm_gather, then rows() into a reused buffer",
     "copy_floor": "index_select of the same rows from one contiguous tensor",
+    "step": "get_mm_embeddings: the whole real step, merge included (no loop counterpart)",
 }
 
 
@@ -44,18 +47,23 @@ class GatherResult:
 
     @property
     def ratios(self) -> dict[str, float]:
-        """Baseline median over each reference path's median (not the copy floor's)."""
-        loop = self.median_us["loop"]
-        return {name: loop / t for name, t in self.median_us.items() if name in ("list", "rows")}
+        """The loop's median over the list form's, the loop and cat's over the rows'."""
+        return {
+            "list": self.median_us["loop"] / self.median_us["list"],
+            "rows": self.median_us["loop_rows"] / self.median_us["rows"],
+        }
 
 
-def _agree(workload: Workload, ours: ReferenceSide, step: int) -> bool:
-    """Whether the loop, the list form and the rows agree on a step."""
+def _agree(
+    workload: Workload, ours: ReferenceSide, model: ToyRealtimeModel | ToyReplaceModel, step: int
+) -> bool:
+    """Whether the loop, the list form, the rows and the whole step agree on a step."""
     args = workload.gather_args(step)
+    batch = workload.input_batch(step)
     loop_pieces, loop_mask = loop_gather(
         workload.mm_features, workload.encoder_outputs, workload.realtime, *args
     )
-    list_pieces, list_mask = ours.gather(workload.input_batch(step))
+    list_pieces, list_mask = ours.gather(batch)
     loop_rows = (
         torch.cat(loop_pieces)
         if loop_pieces
@@ -69,7 +77,27 @@ def _agree(workload: Workload, ours: ReferenceSide, step: int) -> bool:
             for a, b in zip(list_pieces, loop_pieces, strict=True)
         )
         and torch.equal(ours.rows(args), loop_rows)
+        and _same_step(workload, ours, model, batch, loop_pieces, loop_mask)
     )
+
+
+def _same_step(
+    workload: Workload,
+    ours: ReferenceSide,
+    model: ToyRealtimeModel | ToyReplaceModel,
+    batch: ReferenceInputBatch,
+    pieces: list[torch.Tensor],
+    mask: torch.Tensor,
+) -> bool:
+    """The whole step's rows equal the model's eager merge of the loop's gather (R2)."""
+    n = workload.num_tokens
+    merged = ours.step(batch)
+    expected = model.embed_input_ids(batch.input_ids[:n], pieces, mask.to(workload.device))
+    return merged is not None and torch.equal(merged[:n], expected)
+
+
+def _cat(pieces: list[torch.Tensor]) -> torch.Tensor | None:
+    return torch.cat(pieces) if pieces else None
 
 
 def measure_workload(workload: Workload, *, budget_s: float) -> GatherResult:
@@ -78,14 +106,15 @@ def measure_workload(workload: Workload, *, budget_s: float) -> GatherResult:
     Each round of the timing moves every path on to the next step's inputs.
     """
     floor = CopyFloor(workload)
-    ours = ReferenceSide(workload, toy_model(workload), floor.max_rows)
+    model = toy_model(workload)
+    ours = ReferenceSide(workload, model, floor.max_rows)
     steps = [workload.gather_args(step) for step in range(len(workload.steps))]
     batches = [workload.input_batch(step) for step in range(len(workload.steps))]
 
     start = time.perf_counter()
     plan = ours.runner.plan_mm_gather(*steps[0])
     first_call_ms = (time.perf_counter() - start) * 1e3
-    outputs_match = all(_agree(workload, ours, step) for step in range(len(steps)))
+    outputs_match = all(_agree(workload, ours, model, step) for step in range(len(steps)))
 
     current = 0
 
@@ -96,9 +125,13 @@ def measure_workload(workload: Workload, *, budget_s: float) -> GatherResult:
     features, outputs = workload.mm_features, workload.encoder_outputs
     paths: dict[str, Callable[[], object]] = {
         "loop": lambda: loop_gather(features, outputs, workload.realtime, *steps[current]),
+        "loop_rows": lambda: _cat(
+            loop_gather(features, outputs, workload.realtime, *steps[current])[0]
+        ),
         "list": lambda: ours.gather(batches[current]),
         "rows": lambda: ours.rows(steps[current]),
         "copy_floor": lambda: floor.copy(current),
+        "step": lambda: ours.step(batches[current]),
     }
     synchronize = torch.cuda.synchronize if workload.device.type == "cuda" else None
     samples = alternate(paths, budget_s=budget_s, before_round=next_step, synchronize=synchronize)

@@ -11,8 +11,9 @@ so the docs can render each as a table:
   ``rows_x``, ``step_x`` (vLLM's median over the reference's), ``rows_over_floor``,
   sizes, repeats and ``outputs_match``;
 * ``scenarios`` (comparison ``loop``): per workload the medians ``loop_ms``,
-  ``list_ms``, ``rows_ms``, ``copy_floor_ms``, the ratios ``list_x`` and ``rows_x``
-  (loop median over the path's), sizes, repeats and ``outputs_match``;
+  ``loop_rows_ms`` (the loop and ``torch.cat``), ``list_ms``, ``rows_ms``,
+  ``copy_floor_ms`` and ``step_ms``, the ratios ``list_x`` (loop over list form) and
+  ``rows_x`` (loop and cat over ``rows()``), sizes, repeats and ``outputs_match``;
 * ``scaling`` (comparison ``loop``): one record per sweep point (``axis`` ``requests``
   or ``features``), and ``scaling_exponents``, the log-log slopes of each path;
 * ``targets``: each goal with the measured value and whether it is met (full runs
@@ -89,7 +90,7 @@ def short_name(kind: str, params: dict[str, int]) -> str:
 
 
 def _ms(us: float) -> float:
-    return round(us / 1e3, 4)
+    return round(us / 1e3, 5)
 
 
 @dataclass
@@ -246,15 +247,21 @@ class Report:
         if self.peer:
             lines += self._peer_text()
         if self.scenarios:
-            lines += ["", "Against the per-request loop: median ms per step; x = loop / path"]
+            lines += [
+                "",
+                "Against the per-request loop: median ms per step; "
+                "list x = loop / list, rows x = loop+cat / rows()",
+            ]
             header = [
                 "workload",
                 "h",
                 "rows",
                 "loop",
+                "loop+cat",
                 "list",
                 "rows()",
                 "floor",
+                "step",
                 "list x",
                 "rows x",
                 "ok",
