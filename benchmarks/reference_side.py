@@ -40,6 +40,10 @@ class ReferenceSide:
         self, workload: Workload, model: ToyRealtimeModel | ToyReplaceModel, max_rows: int
     ) -> None:
         self.cache = workload.encoder_cache()
+        sizing: dict[str, Any] = {}
+        if "arena_rows" in inspect.signature(ReferenceModelState).parameters:
+            # An engine sizes the output arena to its encoder cache: every cached output fits.
+            sizing["arena_rows"] = max(1, workload.cached_rows)
         self.state = ReferenceModelState(
             model,
             self.cache,
@@ -48,6 +52,7 @@ class ReferenceSide:
             dtype=workload.dtype,
             device=workload.device,
             validate=False,
+            **sizing,
         )
         self.runner = self.state.encoder_runner
         # Releases before the engine's ``req_states`` argument take two arguments.
