@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -375,7 +376,19 @@ def _format(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
-def _pyplot() -> object | None:
+_NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib, or the 'bench' extra)"
+#: Legend labels of the loop comparison's paths.
+_PATH_LABELS = {
+    "loop": "loop",
+    "loop_rows": "loop + cat",
+    "list": "list form",
+    "rows": "rows()",
+    "copy_floor": "copy floor",
+    "step": "whole step",
+}
+
+
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -386,7 +399,20 @@ def _pyplot() -> object | None:
     return plt
 
 
-_NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib, or the 'bench' extra)"
+def _plain_log_axis(axis: Any, limits: tuple[float, float]) -> None:
+    """Label a log axis with plain numbers (0.4, 10); minor ticks at 2 and 5 only, unless
+    the axis spans so little that every minor tick is needed."""
+    from matplotlib.ticker import FuncFormatter
+
+    low, high = limits
+    every = high / max(low, 1e-12) < 5
+
+    def minor(value: float, _: object) -> str:
+        mantissa = round(value / 10 ** np.floor(np.log10(value)))
+        return f"{value:g}" if every or mantissa in (2, 5) else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def write_scaling_plot(points: Sequence[ScalingPoint], path: Path) -> str | None:
@@ -394,7 +420,7 @@ def write_scaling_plot(points: Sequence[ScalingPoint], path: Path) -> str | None
     plt = _pyplot()
     if plt is None:
         return _NO_MATPLOTLIB
-    figure, axes = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)  # type: ignore[attr-defined]
+    figure, axes = plt.subplots(1, 2, figsize=(9, 4.2), layout="constrained")
     for axis, ax in (("requests", axes[0]), ("features", axes[1])):
         sweep = sorted((p for p in points if p.axis == axis), key=lambda p: p.value)
         if not sweep:
@@ -405,20 +431,23 @@ def write_scaling_plot(points: Sequence[ScalingPoint], path: Path) -> str | None
                 [p.value for p in sweep],
                 [p.result.median_us[name] / 1e3 for p in sweep],
                 marker="o",
-                label=name,
+                label=_PATH_LABELS.get(name, name),
             )
         fixed = sweep[0].result.params
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log_axis(ax.xaxis, ax.get_xlim())
+        _plain_log_axis(ax.yaxis, ax.get_ylim())
         ax.set_xlabel(f"{axis} ({length}-position features)")
         ax.set_ylabel("median ms per step")
         other = f"F={fixed['features_max']}" if axis == "requests" else f"R={fixed['num_requests']}"
-        ax.set_title(f"realtime decode, {other}, h={sweep[0].result.hidden_size}")
+        ax.set_title(f"realtime decode, {other}, hidden size {sweep[0].result.hidden_size}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
-    plt.close(figure)  # type: ignore[attr-defined]
+    plt.close(figure)
     return None
 
 
@@ -428,30 +457,27 @@ def write_step_plot(results: Sequence[PeerResult], path: Path) -> str | None:
     if plt is None:
         return _NO_MATPLOTLIB
     widths = sorted({r.hidden_size for r in results})
-    figure, axes = plt.subplots(  # type: ignore[attr-defined]
-        1, len(widths), figsize=(4.5 * len(widths), 3.8), constrained_layout=True, squeeze=False
+    figure, axes = plt.subplots(
+        1, len(widths), figsize=(4.5 * len(widths), 4.2), layout="constrained", squeeze=False
     )
     for ax, hidden in zip(axes[0], widths, strict=True):
         picked = [r for r in results if r.hidden_size == hidden]
         x = np.arange(len(picked))
         for offset, side, label in ((-0.2, "vllm", "vLLM"), (0.2, "ours", "reference")):
-            ax.bar(
-                x + offset, [r.median_us[f"{side}_step"] / 1e3 for r in picked], 0.4, label=label
-            )
-        ax.plot(
-            x,
-            [r.median_us["copy_floor"] / 1e3 for r in picked],
-            "k_",
-            markersize=18,
-            label="copy floor of the rows",
-        )
-        ax.set_xticks(x, [short_name(r.kind, r.params) for r in picked], rotation=30, ha="right")
+            times = [r.median_us[f"{side}_step"] / 1e3 for r in picked]
+            ax.bar(x + offset, times, 0.4, label=label)
+        floor = [r.median_us["copy_floor"] / 1e3 for r in picked]
+        ax.plot(x, floor, "k_", markersize=18, label="copy floor of the rows")
+        names = [short_name(r.kind, r.params) for r in picked]
+        ax.set_xticks(x, names, rotation=30, ha="right")
         ax.set_yscale("log")
+        _plain_log_axis(ax.yaxis, ax.get_ylim())
         ax.set_ylabel("median ms per step")
         ax.set_title(f"whole step, hidden size {hidden}, {picked[0].dtype}")
         ax.grid(True, axis="y", which="both", alpha=0.3)
-        ax.legend()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
-    plt.close(figure)  # type: ignore[attr-defined]
+    plt.close(figure)
     return None
