@@ -58,7 +58,7 @@ _TITLES = {
     "rows_over_floor": "reference / floor",
     "axis": "sweep",
     "requests": "requests",
-    "features_per_request": "features per request",
+    "features_per_request": "features",
     "target": "target",
     "goal": "goal",
     "measured": "measured",
@@ -86,7 +86,7 @@ _LOOP_TABLES: list[tuple[str, str, list[str]]] = [
         "scaling",
         "Scaling sweeps (realtime decode): median milliseconds per step as the number of "
         "requests, then of features per request, grows.",
-        [],
+        ["axis", "requests", "features_per_request", "loop_ms", "list_ms", "rows_ms", "step_ms"],
     ),
 ]
 
