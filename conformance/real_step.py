@@ -9,7 +9,7 @@ recomputed eagerly for comparison.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -17,6 +17,7 @@ from rtmm_protocol.conformance.check_run import Built, CheckRun
 from rtmm_protocol.conformance.gather_call import make_batch
 from rtmm_protocol.conformance.instruments import EncoderCallLog
 from rtmm_protocol.conformance.outcomes import CheckFailure
+from rtmm_protocol.conformance.request_states import request_states_for
 from rtmm_protocol.conformance.strategies import GatherScenario
 from rtmm_protocol.conformance.timeout import CheckInterrupted
 from rtmm_protocol.reference.input_batch import ReferenceInputBatch
@@ -48,7 +49,9 @@ class RealStep:
     def attempt(self) -> tuple[object, BaseException | None]:
         """Run the real path once; return its result, or the exception it raised."""
         try:
-            return self.built.target.get_mm_embeddings(self.scheduled, self.batch), None  # type: ignore[attr-defined]
+            target = self.built.target
+            states = request_states_for(self.batch)
+            return target.get_mm_embeddings(self.scheduled, self.batch, states), None  # type: ignore[attr-defined]
         except CheckInterrupted:
             raise
         except Exception as error:
@@ -61,6 +64,7 @@ class RealStep:
             self.built.target.get_mm_embeddings,  # type: ignore[attr-defined]  # a ModelState
             self.scheduled,
             self.batch,
+            request_states_for(self.batch),
         )
         if not isinstance(result, torch.Tensor):
             raise CheckFailure(
@@ -100,23 +104,23 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
         for request in (*scenario.requests, *scenario.extra_requests):
             features = []
             for position, spec in enumerate(request.features):
-                feature = spec.build()
                 inputs = make_input_features(
                     _input_seed(run.settings.seed, spec.identifier),
                     spec.num_embeds,
                     model.feature_dim,
                     device=run.device,
                 )
-                feature.data = {"input_features": inputs}
+                data: dict[str, torch.Tensor] | None = {"input_features": inputs}
                 if spec.cached:
-                    output = model.embed_multimodal(**feature.data)[0]
+                    output = model.embed_multimodal(input_features=inputs)[0]
                     cache.encoder_outputs[spec.identifier] = output.to(run.settings.dtype)
                     step.precached.add(spec.identifier)
                     if no_data and position % 2 == 1:
-                        feature.data = None
-                if feature.data is not None:
+                        data = None
+                if data is not None:
                     step.inputs[spec.identifier] = inputs
-                features.append(feature)
+                # Features are frozen values: the encoder input goes in as a new one.
+                features.append(replace(spec.build(), data=data))
             cache.add_request(request.req_id, features)
             if request.req_id in batch_ids and features:
                 step.scheduled[request.req_id] = list(range(len(features)))
