@@ -6,7 +6,6 @@ default :class:`~rtmm_protocol.EncoderCache` filled as vLLM's engine fills it.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
@@ -40,10 +39,6 @@ class ReferenceSide:
         self, workload: Workload, model: ToyRealtimeModel | ToyReplaceModel, max_rows: int
     ) -> None:
         self.cache = workload.encoder_cache()
-        sizing: dict[str, Any] = {}
-        if "arena_rows" in inspect.signature(ReferenceModelState).parameters:
-            # An engine sizes the output arena to its encoder cache: every cached output fits.
-            sizing["arena_rows"] = max(1, workload.cached_rows)
         self.state = ReferenceModelState(
             model,
             self.cache,
@@ -52,12 +47,10 @@ class ReferenceSide:
             dtype=workload.dtype,
             device=workload.device,
             validate=False,
-            **sizing,
+            # An engine sizes the output arena to its encoder cache: every cached output fits.
+            arena_rows=max(1, workload.cached_rows),
         )
         self.runner = self.state.encoder_runner
-        # Releases before the engine's ``req_states`` argument take two arguments.
-        parameters = inspect.signature(self.state.get_mm_embeddings).parameters
-        self._takes_req_states = "req_states" in parameters
         self._rows_out = torch.empty(
             max_rows, workload.hidden_size, dtype=workload.dtype, device=workload.device
         )
@@ -73,7 +66,4 @@ class ReferenceSide:
 
     def step(self, batch: ReferenceInputBatch) -> torch.Tensor | None:
         """The whole real step: nothing to encode (all cached), gather, merge."""
-        state: Any = self.state
-        if self._takes_req_states:
-            return state.get_mm_embeddings({}, batch, None)  # type: ignore[no-any-return]
-        return state.get_mm_embeddings({}, batch)  # type: ignore[no-any-return]
+        return self.state.get_mm_embeddings({}, batch, None)
