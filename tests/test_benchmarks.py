@@ -8,6 +8,7 @@ never asserted here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -306,3 +307,42 @@ def test_gpu_script_names_a_missing_package(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "MISSING: hypothesis" in done.stdout
     assert "installs nothing" in done.stdout
+
+
+# ---------------------------------------------------------------- the performance page
+
+
+def _results_hook() -> ModuleType:
+    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
+    path = ROOT / "docs" / "_hooks" / "benchmark_results.py"
+    spec = importlib.util.spec_from_file_location("rtmm_docs_benchmark_results_page", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("comparison", ["vllm", "loop"])
+def test_committed_results_render_as_narrow_captioned_tables(comparison: str) -> None:
+    hook = _results_hook()
+    chosen = hook.choose_results(ROOT / "benchmarks" / "results", comparison)
+    assert chosen is not None, f"no committed full run of the {comparison} comparison"
+    path, data = chosen
+    assert data["mode"] == "full"
+    assert data["all_outputs_match"] is True
+    for plot in data["plots"]:
+        assert (path.parent / plot).is_file()
+    page = hook.render_results(data, path.name) + hook.render_machine(data)
+    tables = [line for line in page.splitlines() if line.startswith("| ")]
+    headers = [line for line in tables if not any(c.isdigit() for c in line)]
+    assert tables
+    # Few columns (the text column is 720 px wide), no empty header, one caption per table.
+    assert max(line.count(" | ") + 1 for line in tables) <= 7
+    assert all(cell.strip() for line in headers for cell in line.strip("|").split("|"))
+    separators = [line for line in tables if line.startswith("| --- ")]
+    assert page.count("<figcaption>") == len(separators)
+    assert "elapsed_s" not in page
+    # One number format, without exponents.
+    assert "e+" not in page
+    assert "e-0" not in page
