@@ -1,5 +1,7 @@
-"""Benchmarks of the gather: the per-request loop against the vectorized plan.
+"""Benchmarks of the reference's gather and real step.
 
-Run ``python -m benchmarks`` (full) or ``python -m benchmarks --quick`` (small sizes,
-correctness of the output only). Nothing in the package imports this folder.
+``python -m benchmarks --vs-vllm`` compares with vLLM's own ``EncoderRunner``;
+``python -m benchmarks`` with a self-written per-request loop, for machines without
+vLLM; ``--quick`` runs small sizes and checks outputs only. Nothing in the package
+imports this folder.
 """

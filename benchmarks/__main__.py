@@ -1,9 +1,16 @@
-"""``python -m benchmarks [--quick] [--output PATH] [--plot PATH] [--threads N]``.
+"""``python -m benchmarks [--vs-vllm] [--quick] [--device D] [--dtype T] [--output PATH]``.
 
-Runs the gather scenarios (loop baseline against the plan paths), the merge throughput
-and the scaling sweeps; prints the tables, writes the JSON and the scaling plot. Quick
-mode uses small sizes and only checks that every path agrees with the baseline (its exit
-status is non-zero otherwise); its timings say nothing.
+With ``--vs-vllm``: the reference against vLLM's own ``EncoderRunner`` on identical
+inputs (list form, rows as one tensor, the whole real step, and the copy floor of the
+rows), at hidden sizes 1,280 and 4,096. vLLM must be importable; otherwise the run says
+how to install it and exits with status 2.
+
+Without it: the reference against the self-written per-request loop, plus the scaling
+sweeps and their plot, for machines without vLLM.
+
+Every path's output is checked against its comparison on every step before timing;
+the exit status is 1 if any disagreed. Quick mode runs small sizes and only checks
+that; its timings say nothing.
 """
 
 from __future__ import annotations
@@ -18,89 +25,172 @@ from pathlib import Path
 import torch
 
 from benchmarks.gather_bench import measure_workload
-from benchmarks.merge_bench import measure_merge
-from benchmarks.report import Report, machine_info, write_plot
+from benchmarks.peer_bench import measure_against_vllm
+from benchmarks.report import Report, machine_info, write_scaling_plot, write_step_plot
 from benchmarks.scaling import measure_scaling
 from benchmarks.scenarios import (
+    DEFAULT_HIDDEN_SIZE,
     Workload,
     chunked_prefill,
     image_prefill,
     non_realtime_mixed,
     realtime_decode,
 )
+from benchmarks.vllm_side import VLLM_VERSION, VLLMUnavailableError, load_vllm
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The widths of the comparison with vLLM: an audio encoder's and a large LLM's.
+PEER_HIDDEN_SIZES = (1280, 4096)
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+Builder = Callable[[int, torch.dtype, torch.device], Workload]
 
 
-def _workloads(quick: bool) -> list[Callable[[], Workload]]:
+def _peer_workloads(quick: bool) -> list[Builder]:
     if quick:
         return [
-            lambda: realtime_decode(4, 20, 8),
-            lambda: realtime_decode(16, 50, 8),
-            lambda: realtime_decode(8, 200, 1),
-            lambda: non_realtime_mixed(4, 12, 64, image_length=96),
-            lambda: chunked_prefill(2, 64),
-            lambda: image_prefill(2, 64, image_length=128),
+            lambda h, t, d: realtime_decode(4, (20, 40), 8, hidden_size=h, dtype=t, device=d),
+            lambda h, t, d: realtime_decode(4, (200, 200), 1, hidden_size=h, dtype=t, device=d),
+            lambda h, t, d: chunked_prefill(2, 64, hidden_size=h, dtype=t, device=d),
         ]
     return [
         *(
-            (lambda r=r, f=f: realtime_decode(r, f, 8))
+            (
+                lambda h, t, d, r=r: realtime_decode(
+                    r, (200, 1000), 8, hidden_size=h, dtype=t, device=d
+                )
+            )
             for r in (16, 256, 1024)
-            for f in (200, 1000)
         ),
-        lambda: realtime_decode(16, 7500, 1),
-        lambda: realtime_decode(256, 7500, 1),
-        lambda: non_realtime_mixed(32, 224, 256),
-        lambda: chunked_prefill(8, 512),
-        lambda: image_prefill(8, 512),
+        lambda h, t, d: realtime_decode(64, (7500, 7500), 1, hidden_size=h, dtype=t, device=d),
+        lambda h, t, d: chunked_prefill(8, 512, hidden_size=h, dtype=t, device=d),
     ]
 
 
-def _run(quick: bool, budget: float, plot: Path) -> Report:
-    """Measure everything; write the plot; return the report."""
-    started = time.perf_counter()
+def _loop_workloads(quick: bool) -> list[Builder]:
+    if quick:
+        return [
+            lambda h, t, d: realtime_decode(4, (20, 40), 8, hidden_size=h, dtype=t, device=d),
+            lambda h, t, d: realtime_decode(8, (200, 200), 1, hidden_size=h, dtype=t, device=d),
+            lambda h, t, d: non_realtime_mixed(
+                4, 12, 64, image_length=96, hidden_size=h, dtype=t, device=d
+            ),
+            lambda h, t, d: chunked_prefill(2, 64, hidden_size=h, dtype=t, device=d),
+            lambda h, t, d: image_prefill(
+                2, 64, image_length=128, hidden_size=h, dtype=t, device=d
+            ),
+        ]
+    return [
+        *(
+            (
+                lambda h, t, d, r=r: realtime_decode(
+                    r, (200, 1000), 8, hidden_size=h, dtype=t, device=d
+                )
+            )
+            for r in (16, 256, 1024)
+        ),
+        lambda h, t, d: realtime_decode(64, (7500, 7500), 1, hidden_size=h, dtype=t, device=d),
+        lambda h, t, d: non_realtime_mixed(32, 224, 256, hidden_size=h, dtype=t, device=d),
+        lambda h, t, d: chunked_prefill(8, 512, hidden_size=h, dtype=t, device=d),
+        lambda h, t, d: image_prefill(8, 512, hidden_size=h, dtype=t, device=d),
+    ]
 
-    def progress(message: str) -> None:
-        print(f"[{time.perf_counter() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
 
-    report = Report(mode="quick" if quick else "full", machine=machine_info())
-    builders = _workloads(quick)
-    for index, build in enumerate(builders, 1):
-        workload = build()
-        progress(f"[{index}/{len(builders)}] {workload.name}")
-        result = measure_workload(workload, budget_s=budget)
-        report.scenarios.append(result)
+class _Progress:
+    """Timestamped progress lines on stderr."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        print(f"[{elapsed:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+def _run_vs_vllm(args: argparse.Namespace, report: Report, plot: Path) -> None:
+    modules = load_vllm()
+    report.machine["vllm"] = modules.version
+    progress = _Progress()
+    if modules.version != VLLM_VERSION:
         progress(
-            f"    loop {result.median_us['loop']:.1f} us, plan {result.median_us['plan']:.1f} us "
-            f"({result.ratios['plan']:.1f}x), outputs match: {result.outputs_match}"
+            f"note: vLLM {modules.version} is installed; the comparison targets {VLLM_VERSION}"
         )
-        del workload
-    progress("merge throughput")
-    report.merge = measure_merge(256, 256, budget_s=budget) if quick else measure_merge(4096, 4096)
-    report.scaling = measure_scaling(
-        (4, 16) if quick else (16, 64, 256, 1024),
-        (10, 100) if quick else (100, 1000, 10000),
-        features_at=20 if quick else 200,
-        requests_at=4 if quick else 64,
-        budget_s=budget if quick else budget / 2,
-        progress=progress,
-    )
-    why_not = write_plot(report.scaling, plot)
+    builders = _peer_workloads(args.quick)
+    sizes: Sequence[int] = args.hidden_sizes or ((256,) if args.quick else PEER_HIDDEN_SIZES)
+    for hidden in sizes:
+        for index, build in enumerate(builders, 1):
+            workload = build(hidden, args.dtype, args.device)
+            progress(f"[h={hidden} {index}/{len(builders)}] {workload.name}")
+            result = measure_against_vllm(
+                modules, workload, budget_s=args.budget, progress=progress
+            )
+            report.peer.append(result)
+            ratios = ", ".join(f"{n} {x:.1f}x" for n, x in result.ratios.items())
+            progress(f"    vLLM / reference: {ratios}; outputs match: {result.outputs_match}")
+            del workload
+            gc.collect()
+    why_not = write_step_plot(report.peer, plot)
     if why_not is None:
         report.plots.append(plot.name)
-        progress(f"scaling plot written to {plot}")
     else:
-        progress(f"no scaling plot: {why_not}")
-    report.elapsed_s = time.perf_counter() - started
-    return report
+        progress(f"no plot: {why_not}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; return 0 when every path agreed with the baseline."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+def _run_loop(args: argparse.Namespace, report: Report, plot: Path) -> None:
+    progress = _Progress()
+    builders = _loop_workloads(args.quick)
+    sizes: Sequence[int] = args.hidden_sizes or ((128,) if args.quick else (DEFAULT_HIDDEN_SIZE,))
+    for hidden in sizes:
+        for index, build in enumerate(builders, 1):
+            workload = build(hidden, args.dtype, args.device)
+            progress(f"[h={hidden} {index}/{len(builders)}] {workload.name}")
+            result = measure_workload(workload, budget_s=args.budget)
+            report.scenarios.append(result)
+            progress(
+                f"    loop {result.median_us['loop'] / 1e3:.3f} ms; loop / path: "
+                + ", ".join(f"{n} {x:.1f}x" for n, x in result.ratios.items())
+                + f"; outputs match: {result.outputs_match}"
+            )
+            del workload
+            gc.collect()
+    if args.device.type == "cpu":
+        report.scaling = measure_scaling(
+            (4, 16) if args.quick else (16, 64, 256, 1024),
+            (10, 100) if args.quick else (100, 1000, 10000),
+            features_at=20 if args.quick else 200,
+            requests_at=4 if args.quick else 64,
+            budget_s=args.budget if args.quick else args.budget / 2,
+            hidden_size=sizes[0],
+            progress=progress,
+        )
+        why_not = write_scaling_plot(report.scaling, plot)
+        if why_not is None:
+            report.plots.append(plot.name)
+        else:
+            progress(f"no plot: {why_not}")
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--vs-vllm", action="store_true", help=f"compare with vLLM {VLLM_VERSION}'s EncoderRunner"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, correctness only")
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument(
+        "--dtype", default="float32", choices=sorted(_DTYPES), help="dtype of the outputs"
+    )
+    parser.add_argument(
+        "--hidden-sizes",
+        type=lambda text: tuple(int(v) for v in text.split(",")),
+        help="comma-separated hidden sizes (default: 1280,4096 with --vs-vllm, else 1280)",
+    )
     parser.add_argument("--output", type=Path, help="JSON path (default: benchmarks/results/)")
-    parser.add_argument("--plot", type=Path, help="scaling plot path (default: next to the JSON)")
+    parser.add_argument("--plot", type=Path, help="plot path (default: the JSON's, ending .png)")
     parser.add_argument(
         "--threads",
         type=int,
@@ -109,23 +199,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         "processes on a shared machine make the timings noisy)",
     )
     parser.add_argument(
-        "--budget", type=float, help="seconds of timing per workload (default 2, quick 0.05)"
+        "--budget", type=float, help="seconds of timing per workload (default 3, quick 0.05)"
     )
     args = parser.parse_args(argv)
-    quick: bool = args.quick
-    torch.set_num_threads(args.threads)
-    budget = args.budget if args.budget is not None else (0.05 if quick else 2.0)
-    output: Path = args.output or RESULTS / ("quick/latest.json" if quick else "latest.json")
-    plot: Path = args.plot or output.with_name(output.stem + "-scaling.png")
-    if args.output is None and not quick:
-        plot = RESULTS / "scaling.png"
+    args.dtype = _DTYPES[args.dtype]
+    try:
+        args.device = torch.device(args.device)
+    except RuntimeError as error:
+        parser.error(f"--device {args.device!r}: {error}")
+    if args.device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch reports no CUDA device on this machine")
+    if args.device.type not in ("cpu", "cuda"):
+        parser.error(f"--device {args.device}: only cpu and cuda are supported")
+    if args.budget is None:
+        args.budget = 0.05 if args.quick else 3.0
+    return args
 
-    # Long-lived objects (torch's, the workloads') out of the collector's way, so the
+
+def _default_output(args: argparse.Namespace) -> Path:
+    folder = RESULTS if args.device.type == "cpu" else RESULTS / args.device.type
+    if args.quick:
+        folder = folder / "quick"
+    return folder / ("vs-vllm.json" if args.vs_vllm else "latest.json")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; 0 when every path agreed, 1 when one did not, 2 without vLLM."""
+    args = _parse(argv)
+    torch.set_num_threads(args.threads)
+    output: Path = args.output or _default_output(args)
+    plot: Path = args.plot or output.with_suffix(".png")
+    report = Report(
+        mode="quick" if args.quick else "full",
+        comparison="vllm" if args.vs_vllm else "loop",
+        machine=machine_info(args.device),
+    )
+    # Long-lived objects (torch's, vLLM's) out of the collector's way, so the
     # collections that run between timings stay short.
     gc.collect()
     gc.freeze()
     try:
-        report = _run(quick, budget, plot)
+        if args.vs_vllm:
+            _run_vs_vllm(args, report, plot)
+        else:
+            _run_loop(args, report, plot)
+    except VLLMUnavailableError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     finally:
         gc.unfreeze()
     report.write_json(output)

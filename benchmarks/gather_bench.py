@@ -1,4 +1,4 @@
-"""Times the loop baseline against the plan paths on one workload, after checking they agree."""
+"""The self-written loop baseline against the reference's paths, for machines without vLLM."""
 
 from __future__ import annotations
 
@@ -9,19 +9,22 @@ from dataclasses import dataclass
 import torch
 
 from benchmarks.baseline import loop_gather
+from benchmarks.copy_floor import CopyFloor
+from benchmarks.reference_side import ReferenceSide, toy_model
 from benchmarks.scenarios import Workload
 from benchmarks.timing import alternate, median_us
-from rtmm_protocol import EncoderCache
-from rtmm_protocol.reference import EncoderRunner, ToyRealtimeModel, ToyReplaceModel
+from rtmm_protocol.reference import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
 
 __all__ = ["PATHS", "GatherResult", "measure_workload"]
 
 #: Timed paths, in table order. ``loop`` is the baseline; the others are compared with it.
 PATHS = {
-    "loop": "per-request loop (baseline): list of views + mask",
-    "plan": "plan_mm_gather: mask, slots and the pieces' sources",
-    "plan_rows": "plan_mm_gather + rows() from the pooled cache (one index_select)",
-    "list": "gather_mm_embeddings: list of views + mask (plain cache)",
+    "loop": "per-request loop (baseline): list of views and mask",
+    "loop_rows": "the loop, then torch.cat of its views (baseline of rows)",
+    "list": "gather_mm_embeddings: list of views and mask",
+    "rows": "plan_mm_gather, then rows() into a reused buffer",
+    "copy_floor": "index_select of the same rows from one contiguous tensor",
+    "step": "get_mm_embeddings: the whole real step, merge included (no loop counterpart)",
 }
 
 
@@ -32,6 +35,7 @@ class GatherResult:
     name: str
     kind: str
     params: dict[str, int]
+    hidden_size: int
     num_tokens: int
     num_features: int
     num_rows: int
@@ -43,51 +47,57 @@ class GatherResult:
 
     @property
     def ratios(self) -> dict[str, float]:
-        """Baseline median over each other path's median."""
-        loop = self.median_us["loop"]
-        return {name: loop / t for name, t in self.median_us.items() if name != "loop"}
+        """The loop's median over the list form's, the loop and cat's over the rows'."""
+        return {
+            "list": self.median_us["loop"] / self.median_us["list"],
+            "rows": self.median_us["loop_rows"] / self.median_us["rows"],
+        }
 
 
-def _runner(workload: Workload, cache: EncoderCache) -> EncoderRunner:
-    model_type = ToyRealtimeModel if workload.realtime else ToyReplaceModel
-    model = model_type(workload.hidden_size)
-    return EncoderRunner(
-        model,
-        max(1, workload.num_tokens),
-        workload.hidden_size,
-        cache,
-        torch.float32,
-        "cpu",
-        validate=False,
-    )
-
-
-def _same_views(got: list[torch.Tensor], want: list[torch.Tensor]) -> bool:
-    return len(got) == len(want) and all(
-        a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-        and (a.storage_offset(), a.shape, getattr(a, "modality", None))
-        == (b.storage_offset(), b.shape, getattr(b, "modality", None))
-        for a, b in zip(got, want, strict=True)
-    )
-
-
-def _agree(workload: Workload, plain: EncoderRunner, pooled: EncoderRunner, step: int) -> bool:
-    """Whether the loop, the list form, the plan and the pooled rows agree on a step."""
+def _agree(
+    workload: Workload, ours: ReferenceSide, model: ToyRealtimeModel | ToyReplaceModel, step: int
+) -> bool:
+    """Whether the loop, the list form, the rows and the whole step agree on a step."""
     args = workload.gather_args(step)
-    cache = plain.encoder_cache
+    batch = workload.input_batch(step)
     loop_pieces, loop_mask = loop_gather(
-        cache.mm_features, cache.encoder_outputs, workload.realtime, *args
+        workload.mm_features, workload.encoder_outputs, workload.realtime, *args
     )
-    list_pieces, list_mask = plain.gather_mm_embeddings(*args)
-    plan = plain.plan_mm_gather(*args)
-    loop_rows = torch.cat(loop_pieces) if loop_pieces else torch.empty(0, workload.hidden_size)
+    list_pieces, list_mask = ours.gather(batch)
+    loop_rows = (
+        torch.cat(loop_pieces)
+        if loop_pieces
+        else torch.empty(0, workload.hidden_size, dtype=workload.dtype, device=workload.device)
+    )
     return (
-        torch.equal(loop_mask, list_mask)
-        and torch.equal(loop_mask, plan.is_mm_embed)
-        and torch.equal(plan.slots, torch.nonzero(loop_mask).flatten())
-        and _same_views(list_pieces, loop_pieces)
-        and torch.equal(pooled.plan_mm_gather(*args).rows(), loop_rows)
+        torch.equal(loop_mask, list_mask.cpu())
+        and len(list_pieces) == len(loop_pieces)
+        and all(
+            torch.equal(a, b) and getattr(a, "modality", None) == getattr(b, "modality", None)
+            for a, b in zip(list_pieces, loop_pieces, strict=True)
+        )
+        and torch.equal(ours.rows(args), loop_rows)
+        and _same_step(workload, ours, model, batch, loop_pieces, loop_mask)
     )
+
+
+def _same_step(
+    workload: Workload,
+    ours: ReferenceSide,
+    model: ToyRealtimeModel | ToyReplaceModel,
+    batch: ReferenceInputBatch,
+    pieces: list[torch.Tensor],
+    mask: torch.Tensor,
+) -> bool:
+    """The whole step's rows equal the model's eager merge of the loop's gather (R2)."""
+    n = workload.num_tokens
+    merged = ours.step(batch)
+    expected = model.embed_input_ids(batch.input_ids[:n], pieces, mask.to(workload.device))
+    return merged is not None and torch.equal(merged[:n], expected)
+
+
+def _cat(pieces: list[torch.Tensor]) -> torch.Tensor | None:
+    return torch.cat(pieces) if pieces else None
 
 
 def measure_workload(workload: Workload, *, budget_s: float) -> GatherResult:
@@ -95,42 +105,45 @@ def measure_workload(workload: Workload, *, budget_s: float) -> GatherResult:
 
     Each round of the timing moves every path on to the next step's inputs.
     """
-    plain = workload.plain_cache()
-    pooled = workload.pooled_cache()
-    plain_runner = _runner(workload, plain)
-    pooled_runner = _runner(workload, pooled)
+    floor = CopyFloor(workload)
+    model = toy_model(workload)
+    ours = ReferenceSide(workload, model, floor.max_rows)
+    steps = [workload.gather_args(step) for step in range(len(workload.steps))]
+    batches = [workload.input_batch(step) for step in range(len(workload.steps))]
 
     start = time.perf_counter()
-    plan = plain_runner.plan_mm_gather(*workload.gather_args(0))  # builds the feature tables
+    plan = ours.runner.plan_mm_gather(*steps[0])
     first_call_ms = (time.perf_counter() - start) * 1e3
-    outputs_match = all(
-        _agree(workload, plain_runner, pooled_runner, step) for step in range(len(workload.steps))
-    )
+    outputs_match = all(_agree(workload, ours, model, step) for step in range(len(steps)))
 
-    steps = [workload.gather_args(step) for step in range(len(workload.steps))]
-    args = steps[0]
+    current = 0
 
     def next_step(repeat: int) -> None:
-        nonlocal args
-        args = steps[repeat % len(steps)]
+        nonlocal current
+        current = repeat % len(steps)
 
+    features, outputs = workload.mm_features, workload.encoder_outputs
     paths: dict[str, Callable[[], object]] = {
-        "loop": lambda: loop_gather(
-            plain.mm_features, plain.encoder_outputs, workload.realtime, *args
+        "loop": lambda: loop_gather(features, outputs, workload.realtime, *steps[current]),
+        "loop_rows": lambda: _cat(
+            loop_gather(features, outputs, workload.realtime, *steps[current])[0]
         ),
-        "plan": lambda: plain_runner.plan_mm_gather(*args),
-        "plan_rows": lambda: pooled_runner.plan_mm_gather(*args).rows(),
-        "list": lambda: plain_runner.gather_mm_embeddings(*args),
+        "list": lambda: ours.gather(batches[current]),
+        "rows": lambda: ours.rows(steps[current]),
+        "copy_floor": lambda: floor.copy(current),
+        "step": lambda: ours.step(batches[current]),
     }
-    samples = alternate(paths, budget_s=budget_s, before_round=next_step)
+    synchronize = torch.cuda.synchronize if workload.device.type == "cuda" else None
+    samples = alternate(paths, budget_s=budget_s, before_round=next_step, synchronize=synchronize)
     return GatherResult(
         name=workload.name,
         kind=workload.kind,
         params=workload.params,
+        hidden_size=workload.hidden_size,
         num_tokens=workload.num_tokens,
         num_features=workload.num_features,
         num_rows=plan.num_rows,
-        num_pieces=plan.num_pieces,
+        num_pieces=len(plan.pieces()),
         repeats=len(samples["loop"]),
         first_call_ms=first_call_ms,
         median_us={name: median_us(times) for name, times in samples.items()},

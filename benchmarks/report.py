@@ -1,26 +1,29 @@
-"""The benchmark's outputs: a printed table, a JSON file of flat records, a scaling plot.
+"""The benchmark's outputs: printed tables, a JSON file of flat records, plots.
 
-JSON layout (``schema`` ``rtmm-protocol-benchmark/1``); every list holds flat records so
-the docs can render each as a table:
+JSON layout (``schema`` ``rtmm-protocol-benchmark/2``); every list holds flat records
+so the docs can render each as a table:
 
-* ``mode``, ``created``, ``elapsed_s``, ``all_outputs_match`` and ``machine`` (platform,
-  versions, threads, load average at start and end);
-* ``scenarios``: per workload the medians ``loop_us``, ``plan_us``, ``plan_rows_us``,
-  ``list_us`` (microseconds), the ratios ``plan_x``, ``plan_rows_x``, ``list_x``
-  (loop median over the path's), sizes, repeats and ``outputs_match``;
-* ``merge``: per path (``copy``, ``rows_scatter``, ``slot_gather``) the median, the
-  effective and moved bandwidth (GB/s) and their ratios to the copy's;
-* ``scaling``: one record per sweep point (``axis`` ``requests`` or ``features``),
-  and ``scaling_exponents``, the log-log slopes of each path over each sweep;
-* ``targets``: each goal with the measured value and whether it is met (full mode only;
-  quick sizes say nothing about speed);
+* ``mode`` (``full`` or ``quick``), ``comparison`` (``vllm``: against vLLM's
+  ``EncoderRunner``; ``loop``: against the self-written loop), ``created``,
+  ``all_outputs_match`` and ``machine`` (platform, versions, device, threads, load);
+* ``vs_vllm`` (comparison ``vllm``): per workload and hidden size the medians
+  ``{vllm,ours}_{list,rows,step}_ms`` and ``copy_floor_ms``, the ratios ``list_x``,
+  ``rows_x``, ``step_x`` (vLLM's median over the reference's), ``rows_over_floor``,
+  sizes, repeats and ``outputs_match``;
+* ``scenarios`` (comparison ``loop``): per workload the medians ``loop_ms``,
+  ``loop_rows_ms`` (the loop and ``torch.cat``), ``list_ms``, ``rows_ms``,
+  ``copy_floor_ms`` and ``step_ms``, the ratios ``list_x`` (loop over list form) and
+  ``rows_x`` (loop and cat over ``rows()``), sizes, repeats and ``outputs_match``;
+* ``scaling`` (comparison ``loop``): one record per sweep point (``axis`` ``requests``
+  or ``features``), and ``scaling_exponents``, the log-log slopes of each path;
+* ``targets``: each goal with the measured value and whether it is met (full runs
+  against vLLM on CPU only; quick sizes say nothing about speed);
 * ``plots``: file names of the plots written next to the JSON.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import sys
@@ -28,23 +31,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from benchmarks.gather_bench import PATHS, GatherResult
-from benchmarks.merge_bench import MergeResult
+from benchmarks.peer_bench import COMPARISONS, PEER_PATHS, PeerResult
 from benchmarks.scaling import ScalingPoint, growth_exponent
 
-__all__ = ["SCHEMA", "Report", "machine_info", "write_plot"]
+__all__ = [
+    "SCHEMA",
+    "Report",
+    "machine_info",
+    "short_name",
+    "write_scaling_plot",
+    "write_step_plot",
+]
 
-SCHEMA = "rtmm-protocol-benchmark/1"
-_TIMED = [name for name in PATHS if name != "loop"]
+SCHEMA = "rtmm-protocol-benchmark/2"
+#: The hidden size the targets are stated at.
+TARGET_HIDDEN_SIZE = 1280
+#: Rows at least this large must come within 2x of the copy floor.
+FLOOR_TARGET_MIB = 4.0
 
 
-def machine_info() -> dict[str, object]:
-    """What the figures depend on: platform, versions, threads, load."""
-    return {
+def machine_info(device: torch.device) -> dict[str, object]:
+    """What the figures depend on: platform, versions, device, threads, load."""
+    info: dict[str, object] = {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "python": sys.version.split()[0],
@@ -52,8 +66,32 @@ def machine_info() -> dict[str, object]:
         "numpy": np.__version__,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "device": str(device),
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
     }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def short_name(kind: str, params: dict[str, int]) -> str:
+    """A workload's name short enough for a narrow table column."""
+    if kind == "realtime-decode":
+        return f"decode R={params['num_requests']}"
+    if kind == "long-streams":
+        return f"{params['num_requests']} streams x {params['features_max']} frames"
+    if kind == "chunked-prefill":
+        return f"prefill {params['num_requests']}x{params['chunk']}"
+    if kind == "image-prefill":
+        return f"images {params['num_requests']}x{params['chunk']}"
+    if kind == "non-realtime-mixed":
+        return f"mixed {params['num_prefill']}+{params['num_decode']}"
+    return kind
+
+
+def _ms(us: float) -> float:
+    return round(us / 1e3, 5)
 
 
 @dataclass
@@ -61,22 +99,46 @@ class Report:
     """Everything one run measured, turned into tables and JSON."""
 
     mode: str
+    comparison: str
     machine: dict[str, object]
+    peer: list[PeerResult] = field(default_factory=list)
     scenarios: list[GatherResult] = field(default_factory=list)
-    merge: MergeResult | None = None
     scaling: list[ScalingPoint] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
-    elapsed_s: float = 0.0
 
     # ------------------------------------------------------------------ records
 
+    def peer_records(self) -> list[dict[str, object]]:
+        """One flat record per workload and hidden size of the vLLM comparison."""
+        records = []
+        for r in self.peer:
+            record: dict[str, object] = {
+                "workload": short_name(r.kind, r.params),
+                "kind": r.kind,
+                "hidden_size": r.hidden_size,
+                "dtype": r.dtype,
+                "device": r.device,
+                "tokens": r.num_tokens,
+                "features": r.num_features,
+                "rows": r.num_rows,
+                "rows_mib": round(r.rows_mib, 2),
+                "repeats": r.repeats,
+            }
+            record.update({f"{p}_ms": _ms(r.median_us[p]) for p in PEER_PATHS})
+            record.update({f"{n}_x": round(x, 2) for n, x in r.ratios.items()})
+            record["rows_over_floor"] = round(r.over_floor, 2)
+            record["outputs_match"] = r.outputs_match
+            records.append(record)
+        return records
+
     def scenario_records(self) -> list[dict[str, object]]:
-        """One flat record per workload."""
+        """One flat record per workload of the loop comparison."""
         records = []
         for r in self.scenarios:
             record: dict[str, object] = {
-                "scenario": r.name,
+                "workload": short_name(r.kind, r.params),
                 "kind": r.kind,
+                "hidden_size": r.hidden_size,
                 "tokens": r.num_tokens,
                 "features": r.num_features,
                 "rows": r.num_rows,
@@ -84,33 +146,11 @@ class Report:
                 "repeats": r.repeats,
                 "first_call_ms": round(r.first_call_ms, 2),
             }
-            record.update({f"{n}_us": round(t, 1) for n, t in r.median_us.items()})
+            record.update({f"{n}_ms": _ms(t) for n, t in r.median_us.items()})
             record.update({f"{n}_x": round(x, 2) for n, x in r.ratios.items()})
             record["outputs_match"] = r.outputs_match
             records.append(record)
         return records
-
-    def merge_records(self) -> list[dict[str, object]]:
-        """One flat record per merge path, the copy reference first."""
-        m = self.merge
-        if m is None:
-            return []
-        passes = {"copy": 1, "rows_scatter": 2, "slot_gather": 1}
-        return [
-            {
-                "path": path,
-                "rows": m.num_rows,
-                "hidden_size": m.hidden_size,
-                "mib": round(m.bytes / 2**20, 1),
-                "median_ms": round(m.median_ms[path], 3),
-                "effective_gbps": round(m.gbps(path), 2),
-                "moved_gbps": round(m.gbps(path, passes[path]), 2),
-                "effective_ratio": round(m.ratio(path), 3),
-                "moved_ratio": round(m.ratio(path, passes[path]), 3),
-                "outputs_match": m.outputs_match,
-            }
-            for path in passes
-        ]
 
     def scaling_records(self) -> list[dict[str, object]]:
         """One flat record per sweep point."""
@@ -118,8 +158,8 @@ class Report:
             {
                 "axis": p.axis,
                 "requests": p.result.params["num_requests"],
-                "features_per_request": p.result.params["features_per_request"],
-                **{f"{n}_us": round(t, 1) for n, t in p.result.median_us.items()},
+                "features_per_request": p.result.params["features_max"],
+                **{f"{n}_ms": _ms(t) for n, t in p.result.median_us.items()},
             }
             for p in self.scaling
         ]
@@ -135,69 +175,41 @@ class Report:
         return slopes
 
     def target_records(self) -> list[dict[str, object]]:
-        """The performance goals, each with its measured value (full mode only)."""
-        if self.mode != "full":
+        """The goals against vLLM, each with its measured value (full CPU runs only)."""
+        if self.mode != "full" or self.comparison != "vllm":
             return []
+        at_target = [
+            r for r in self.peer if r.hidden_size == TARGET_HIDDEN_SIZE and r.device == "cpu"
+        ]
         targets: list[dict[str, object]] = []
 
-        def ratio_goal(label: str, kind: str, requests: int | None, path: str, goal: float) -> None:
-            picked = [
-                r
-                for r in self.scenarios
-                if r.kind == kind and (requests is None or r.params.get("num_requests") == requests)
-            ]
-            if picked:
-                worst = min(r.ratios[path] for r in picked)
-                targets.append(_goal(label, path, f">= {goal:g}x", worst, worst >= goal))
+        def ratio_goal(kind: str, requests: int | None, path: str, goal: float) -> None:
+            for r in at_target:
+                if r.kind == kind and (requests is None or r.params["num_requests"] == requests):
+                    measured = r.ratios[path]
+                    label = f"{short_name(r.kind, r.params)}, {path}"
+                    targets.append(_goal(label, f">= {goal:g}x", measured, measured >= goal))
 
-        for path in ("plan", "plan_rows"):
-            ratio_goal("realtime decode, R=1024 (worst F)", "realtime-decode", 1024, path, 50)
-            ratio_goal("realtime decode, R=16 (worst F)", "realtime-decode", 16, path, 10)
-            ratio_goal("chunked prefill 8x512", "chunked-prefill", None, path, 20)
-        ratio_goal("list form, realtime decode R=256 (worst F)", "realtime-decode", 256, "list", 5)
-        if self.merge is not None:
-            for path, passes, basis in (
-                ("rows_scatter", 2, "moved"),
-                ("slot_gather", 1, "effective"),
-            ):
-                ratio = self.merge.ratio(path, passes)
-                label = f"merge {path}, {basis} bytes / copy bandwidth"
-                targets.append(_goal(label, path, ">= 0.5", ratio, ratio >= 0.5))
-        slopes = self.scaling_exponents()
-        if "plan_vs_requests" in slopes:
-            slope = slopes["plan_vs_requests"]
-            targets.append(
-                _goal(
-                    "plan time vs requests (log-log slope)",
-                    "plan",
-                    "<= 1.2 (linear)",
-                    slope,
-                    slope <= 1.2,
+        ratio_goal("realtime-decode", 1024, "step", 10)
+        ratio_goal("realtime-decode", 256, "step", 4)
+        ratio_goal("realtime-decode", 16, "step", 2)
+        ratio_goal("chunked-prefill", None, "step", 2)
+        ratio_goal("realtime-decode", 1024, "rows", 25)
+        for r in self.peer:
+            if r.device == "cpu" and r.rows_mib >= FLOOR_TARGET_MIB:
+                label = (
+                    f"{short_name(r.kind, r.params)}, h={r.hidden_size}: rows / copy floor "
+                    f"({r.rows_mib:.1f} MiB)"
                 )
-            )
-        features = sorted((p for p in self.scaling if p.axis == "features"), key=lambda p: p.value)
-        if len(features) >= 2:
-            low, high = features[0], features[-1]
-            growth = high.result.median_us["plan"] / low.result.median_us["plan"]
-            allowed = math.log(high.value) / math.log(low.value)
-            targets.append(
-                _goal(
-                    f"plan time growth F={low.value}->{high.value}",
-                    "plan",
-                    f"<= {allowed:.2f} (log F)",
-                    growth,
-                    growth <= allowed,
-                )
-            )
+                targets.append(_goal(label, "<= 2", r.over_floor, r.over_floor <= 2))
         return targets
 
     @property
     def all_outputs_match(self) -> bool:
-        """Whether every path agreed with the baseline everywhere."""
-        checks = [r.outputs_match for r in self.scenarios]
+        """Whether every path agreed with its comparison everywhere."""
+        checks = [r.outputs_match for r in self.peer]
+        checks += [r.outputs_match for r in self.scenarios]
         checks += [p.result.outputs_match for p in self.scaling]
-        if self.merge is not None:
-            checks.append(self.merge.outputs_match)
         return all(checks)
 
     # ------------------------------------------------------------------ outputs
@@ -206,21 +218,24 @@ class Report:
         """The JSON document (see the module docstring)."""
         machine = dict(self.machine)
         machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-        return {
+        data: dict[str, object] = {
             "schema": SCHEMA,
             "mode": self.mode,
+            "comparison": self.comparison,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": round(self.elapsed_s, 1),
             "all_outputs_match": self.all_outputs_match,
             "machine": machine,
-            "paths": dict(PATHS),
-            "scenarios": self.scenario_records(),
-            "merge": self.merge_records(),
-            "scaling": self.scaling_records(),
-            "scaling_exponents": self.scaling_exponents(),
-            "targets": self.target_records(),
-            "plots": list(self.plots),
         }
+        if self.comparison == "vllm":
+            data["vs_vllm"] = self.peer_records()
+        else:
+            data["paths"] = dict(PATHS)
+            data["scenarios"] = self.scenario_records()
+            data["scaling"] = self.scaling_records()
+            data["scaling_exponents"] = self.scaling_exponents()
+        data["targets"] = self.target_records()
+        data["plots"] = list(self.plots)
+        return data
 
     def write_json(self, path: Path) -> None:
         """Write :meth:`to_json` to ``path`` (its folder is created)."""
@@ -229,47 +244,50 @@ class Report:
 
     def text(self) -> str:
         """The tables printed at the end of a run."""
-        lines = ["", "Gather: median microseconds per call, and loop / path ratios"]
-        header = ["scenario", "loop", *_TIMED, *(f"{n} x" for n in _TIMED), "ok"]
-        rows = [
-            [
-                r.name,
-                f"{r.median_us['loop']:.1f}",
-                *(f"{r.median_us[n]:.1f}" for n in _TIMED),
-                *(f"{r.ratios[n]:.1f}" for n in _TIMED),
-                "yes" if r.outputs_match else "NO",
-            ]
-            for r in self.scenarios
-        ]
-        lines += _format(header, rows)
-        if self.merge is not None:
+        lines: list[str] = []
+        if self.peer:
+            lines += self._peer_text()
+        if self.scenarios:
             lines += [
                 "",
-                f"Merge of {self.merge.num_rows} rows x {self.merge.hidden_size} "
-                f"({self.merge.bytes / 2**20:.0f} MiB), bandwidth = bytes read + written per second",
+                "Against the per-request loop: median ms per step; "
+                "list x = loop / list, rows x = loop+cat / rows()",
+            ]
+            header = [
+                "workload",
+                "h",
+                "rows",
+                "loop",
+                "loop+cat",
+                "list",
+                "rows()",
+                "floor",
+                "step",
+                "list x",
+                "rows x",
+                "ok",
             ]
             rows = [
                 [
-                    str(rec["path"]),
-                    str(rec["median_ms"]),
-                    str(rec["effective_gbps"]),
-                    str(rec["moved_gbps"]),
-                    str(rec["effective_ratio"]),
-                    str(rec["moved_ratio"]),
+                    short_name(r.kind, r.params),
+                    str(r.hidden_size),
+                    str(r.num_rows),
+                    *(_fmt(r.median_us[n] / 1e3) for n in PATHS),
+                    _fmt(r.ratios["list"]),
+                    _fmt(r.ratios["rows"]),
+                    "yes" if r.outputs_match else "NO",
                 ]
-                for rec in self.merge_records()
+                for r in self.scenarios
             ]
-            lines += _format(
-                ["path", "median ms", "eff GB/s", "moved GB/s", "eff/copy", "moved/copy"], rows
-            )
+            lines += _format(header, rows)
         if self.scaling:
-            lines += ["", "Scaling (realtime decode): median microseconds"]
+            lines += ["", "Scaling (realtime decode): median ms per step"]
             rows = [
                 [
                     p.axis,
                     str(p.result.params["num_requests"]),
-                    str(p.result.params["features_per_request"]),
-                    *(f"{p.result.median_us[n]:.1f}" for n in PATHS),
+                    str(p.result.params["features_max"]),
+                    *(_fmt(p.result.median_us[n] / 1e3) for n in PATHS),
                 ]
                 for p in self.scaling
             ]
@@ -278,74 +296,188 @@ class Report:
             lines.append(f"log-log slopes: {slopes}")
         targets = self.target_records()
         if targets:
-            lines += ["", "Targets"]
+            lines += ["", "Targets (CPU, ratios to vLLM in this run)"]
             rows = [
                 [
                     str(t["target"]),
-                    str(t["path"]),
                     str(t["goal"]),
-                    f"{t['measured']:.3g}",
+                    _fmt(float(str(t["measured"]))),
                     "met" if t["met"] else "MISSED",
                 ]
                 for t in targets
             ]
-            lines += _format(["target", "path", "goal", "measured", ""], rows)
+            lines += _format(["target", "goal", "measured", ""], rows)
         lines.append("")
-        lines.append(
-            "all outputs match the baseline: " + ("yes" if self.all_outputs_match else "NO")
-        )
+        lines.append("all outputs match: " + ("yes" if self.all_outputs_match else "NO"))
         return "\n".join(lines)
 
+    def _peer_text(self) -> list[str]:
+        lines = []
+        groups: dict[tuple[int, str, str], list[PeerResult]] = {}
+        for r in self.peer:
+            groups.setdefault((r.hidden_size, r.dtype, r.device), []).append(r)
+        version = self.machine.get("vllm", "?")
+        for (hidden, dtype, device), results in groups.items():
+            lines += [
+                "",
+                f"vLLM {version} vs reference, hidden {hidden}, {dtype}, {device}: "
+                "median ms per step; x = vLLM / reference",
+            ]
+            header = [
+                "workload",
+                "MiB",
+                *(f"{s} {n}" for n in COMPARISONS for s in ("vLLM", "ours")),
+                *(f"{n} x" for n in COMPARISONS),
+                "floor",
+                "rows/floor",
+                "ok",
+            ]
+            rows = [
+                [
+                    short_name(r.kind, r.params),
+                    _fmt(r.rows_mib),
+                    *(_fmt(r.median_us[p] / 1e3) for p in PEER_PATHS[:-1]),
+                    *(_fmt(r.ratios[n]) for n in COMPARISONS),
+                    _fmt(r.median_us["copy_floor"] / 1e3),
+                    _fmt(r.over_floor),
+                    "yes" if r.outputs_match else "NO",
+                ]
+                for r in results
+            ]
+            lines += _format(header, rows)
+        return lines
 
-def _goal(label: str, path: str, goal: str, measured: float, met: bool) -> dict[str, object]:
-    return {"target": label, "path": path, "goal": goal, "measured": round(measured, 3), "met": met}
+
+def _fmt(value: float) -> str:
+    """One number format for every table: about three significant digits, no exponent."""
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    if 0 < magnitude < 0.001:
+        return f"{value:.4f}"
+    return f"{value:.3g}"
+
+
+def _goal(label: str, goal: str, measured: float, met: bool) -> dict[str, object]:
+    return {"target": label, "goal": goal, "measured": round(measured, 2), "met": met}
 
 
 def _format(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(len(header))]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     out.append("  ".join("-" * w for w in widths))
-    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    out += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
     return out
 
 
-def write_plot(points: Sequence[ScalingPoint], path: Path) -> str | None:
-    """Draw time against R and against F; return why not if matplotlib is missing."""
+_NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib, or the 'bench' extra)"
+#: Legend labels of the loop comparison's paths.
+_PATH_LABELS = {
+    "loop": "loop",
+    "loop_rows": "loop + cat",
+    "list": "list form",
+    "rows": "rows()",
+    "copy_floor": "copy floor",
+    "step": "whole step",
+}
+
+
+def _pyplot() -> Any:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed (pip install matplotlib, or the 'bench' extra)"
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+        return None
+    return plt
+
+
+def _plain_log_axis(axis: Any, limits: tuple[float, float]) -> None:
+    """Label a log axis with plain numbers (0.4, 10); minor ticks at 2 and 5 only, unless
+    the axis spans so little that every minor tick is needed."""
+    from matplotlib.ticker import FuncFormatter
+
+    low, high = limits
+    every = high / max(low, 1e-12) < 5
+
+    def minor(value: float, _: object) -> str:
+        mantissa = round(value / 10 ** np.floor(np.log10(value)))
+        return f"{value:g}" if every or mantissa in (2, 5) else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def write_scaling_plot(points: Sequence[ScalingPoint], path: Path) -> str | None:
+    """Draw time against R and against F; return why not if matplotlib is missing."""
+    plt = _pyplot()
+    if plt is None:
+        return _NO_MATPLOTLIB
+    figure, axes = plt.subplots(1, 2, figsize=(9, 4.2), layout="constrained")
     for axis, ax in (("requests", axes[0]), ("features", axes[1])):
         sweep = sorted((p for p in points if p.axis == axis), key=lambda p: p.value)
         if not sweep:
             continue
         length = sweep[0].result.params["feature_length"]
-        xlabel = f"{axis} ({length}-position features)"
         for name in PATHS:
             ax.plot(
                 [p.value for p in sweep],
-                [p.result.median_us[name] for p in sweep],
+                [p.result.median_us[name] / 1e3 for p in sweep],
                 marker="o",
-                label=name,
+                label=_PATH_LABELS.get(name, name),
             )
         fixed = sweep[0].result.params
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("median time per step (us)")
-        other = (
-            f"F={fixed['features_per_request']}"
-            if axis == "requests"
-            else f"R={fixed['num_requests']}"
-        )
-        ax.set_title(f"realtime decode, {other}")
+        _plain_log_axis(ax.xaxis, ax.get_xlim())
+        _plain_log_axis(ax.yaxis, ax.get_ylim())
+        ax.set_xlabel(f"{axis} ({length}-position features)")
+        ax.set_ylabel("median ms per step")
+        other = f"F={fixed['features_max']}" if axis == "requests" else f"R={fixed['num_requests']}"
+        ax.set_title(f"realtime decode, {other}, hidden size {sweep[0].result.hidden_size}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return None
+
+
+def write_step_plot(results: Sequence[PeerResult], path: Path) -> str | None:
+    """Bars of the whole step's time, vLLM against the reference, per workload and width."""
+    plt = _pyplot()
+    if plt is None:
+        return _NO_MATPLOTLIB
+    widths = sorted({r.hidden_size for r in results})
+    figure, axes = plt.subplots(
+        1, len(widths), figsize=(4.5 * len(widths), 4.2), layout="constrained", squeeze=False
+    )
+    for ax, hidden in zip(axes[0], widths, strict=True):
+        picked = [r for r in results if r.hidden_size == hidden]
+        x = np.arange(len(picked))
+        for offset, side, label in ((-0.2, "vllm", "vLLM"), (0.2, "ours", "reference")):
+            times = [r.median_us[f"{side}_step"] / 1e3 for r in picked]
+            ax.bar(x + offset, times, 0.4, label=label)
+        floor = [r.median_us["copy_floor"] / 1e3 for r in picked]
+        ax.plot(x, floor, "k_", markersize=18, label="copy floor of the rows")
+        names = [short_name(r.kind, r.params) for r in picked]
+        ax.set_xticks(x, names, rotation=30, ha="right")
+        ax.set_yscale("log")
+        _plain_log_axis(ax.yaxis, ax.get_ylim())
+        ax.set_ylabel("median ms per step")
+        ax.set_title(f"whole step, hidden size {hidden}, {picked[0].dtype}")
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
     plt.close(figure)
     return None

@@ -1,4 +1,4 @@
-"""How plan and loop times grow with the number of requests and of features per request."""
+"""How the loop's and the reference's times grow with requests and with features per request."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def measure_scaling(
     features_at: int,
     requests_at: int,
     budget_s: float,
+    hidden_size: int,
     progress: Callable[[str], None],
 ) -> list[ScalingPoint]:
     """Realtime decode swept over ``requests`` (8-position features, ``features_at`` each)
@@ -35,13 +36,17 @@ def measure_scaling(
     points = []
     for num_requests in requests:
         progress(f"scaling: R={num_requests}, F={features_at}")
-        workload = realtime_decode(num_requests, features_at, 8)
+        workload = realtime_decode(
+            num_requests, (features_at, features_at), 8, hidden_size=hidden_size
+        )
         points.append(
             ScalingPoint("requests", num_requests, measure_workload(workload, budget_s=budget_s))
         )
     for num_features in features:
         progress(f"scaling: R={requests_at}, F={num_features}")
-        workload = realtime_decode(requests_at, num_features, 1)
+        workload = realtime_decode(
+            requests_at, (num_features, num_features), 1, hidden_size=hidden_size
+        )
         points.append(
             ScalingPoint("features", num_features, measure_workload(workload, budget_s=budget_s))
         )

@@ -17,6 +17,7 @@ def alternate(
     min_repeats: int = 5,
     max_repeats: int = 500,
     before_round: Callable[[int], None] | None = None,
+    synchronize: Callable[[], None] | None = None,
 ) -> dict[str, list[float]]:
     """Time each path repeatedly, interleaved, rotating which goes first; seconds per call.
 
@@ -30,13 +31,18 @@ def alternate(
     merge the freed blocks (untimed): otherwise the next path would pay for the previous
     one's garbage (freeing a thousand views takes about a millisecond, and the first
     larger allocation afterwards tens of microseconds), whichever paths those are.
+
+    ``synchronize`` (e.g. ``torch.cuda.synchronize``) runs before each timing starts and
+    inside it before it stops, so that a path's time includes the device work it queued.
     """
+    sync = synchronize if synchronize is not None else _no_sync
     names = list(paths)
     if before_round is not None:
         before_round(0)
     start = time.perf_counter()
     for name in names:
         paths[name]()
+    sync()
     round_s = max(time.perf_counter() - start, 1e-9)
     repeats = max(min_repeats, min(max_repeats, int(budget_s / round_s)))
     samples: dict[str, list[float]] = {name: [] for name in names}
@@ -49,8 +55,10 @@ def alternate(
             shift = repeat % len(names)
             for name in names[shift:] + names[:shift]:
                 fn = paths[name]
+                sync()
                 t0 = time.perf_counter_ns()
                 result = fn()
+                sync()
                 samples[name].append((time.perf_counter_ns() - t0) * 1e-9)
                 del result
                 _settle()
@@ -58,6 +66,10 @@ def alternate(
         if enabled:
             gc.enable()
     return samples
+
+
+def _no_sync() -> None:
+    pass
 
 
 def _settle() -> None:

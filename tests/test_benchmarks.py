@@ -1,4 +1,5 @@
-"""The benchmark: its baseline is a correct gather, and quick mode runs and reports.
+"""The benchmark harness: its baseline and copy floor are correct, both comparisons run
+and report, the targets are judged right, and the GPU script fails clearly without CUDA.
 
 Quick mode checks output correctness only; speed is read from the full run's ratios,
 never asserted here.
@@ -7,10 +8,15 @@ never asserted here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -69,43 +75,274 @@ def test_loop_baseline_matches_oracle(scenario: GatherScenario, realtime: bool) 
     assert_matches_oracle(result, expected, cache.encoder_outputs, scenario.hidden_size)
 
 
-def test_quick_mode_reports_every_path_agreeing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _quick_main(args: list[str]) -> int:
     main = _benchmark_module("benchmarks.__main__").main
-    paths = _benchmark_module("benchmarks.gather_bench").PATHS
-    schema = _benchmark_module("benchmarks.report").SCHEMA
-
     threads = torch.get_num_threads()
-    output = tmp_path / "quick.json"
     try:
-        status = main(["--quick", "--output", str(output), "--budget", "0.01"])
+        status: int = main(["--quick", "--budget", "0.01", *args])
     finally:
         torch.set_num_threads(threads)
-    assert status == 0
-    printed = capsys.readouterr().out
-    assert "all outputs match the baseline: yes" in printed
+    return status
+
+
+def _flat(records: list[dict[str, object]]) -> bool:
+    """Every record is flat: the docs render each list as a table."""
+    return all(not isinstance(v, (dict, list)) for r in records for v in r.values())
+
+
+def test_quick_loop_comparison_reports_every_path_agreeing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = _benchmark_module("benchmarks.gather_bench").PATHS
+    schema = _benchmark_module("benchmarks.report").SCHEMA
+    output = tmp_path / "quick.json"
+    assert _quick_main(["--output", str(output)]) == 0
+    assert "all outputs match: yes" in capsys.readouterr().out
     data = json.loads(output.read_text("utf-8"))
-    assert data["schema"] == schema
-    assert data["mode"] == "quick"
+    assert (data["schema"], data["mode"], data["comparison"]) == (schema, "quick", "loop")
     assert data["all_outputs_match"] is True
     assert set(data["paths"]) == set(paths)
     kinds = {record["kind"] for record in data["scenarios"]}
-    assert kinds == {"realtime-decode", "non-realtime-mixed", "chunked-prefill", "image-prefill"}
+    assert kinds == {
+        "realtime-decode",
+        "long-streams",
+        "non-realtime-mixed",
+        "chunked-prefill",
+        "image-prefill",
+    }
     for record in data["scenarios"]:
         assert record["outputs_match"] is True
         for path in paths:
-            assert record[f"{path}_us"] > 0
-            if path != "loop":
-                ratio = record["loop_us"] / record[f"{path}_us"]
-                assert record[f"{path}_x"] == pytest.approx(ratio, rel=0.02, abs=0.01)
-    assert [m["path"] for m in data["merge"]] == ["copy", "rows_scatter", "slot_gather"]
-    assert all(m["outputs_match"] and m["effective_gbps"] > 0 for m in data["merge"])
+            assert record[f"{path}_ms"] > 0
+        for path, baseline in (("list", "loop"), ("rows", "loop_rows")):
+            ratio = record[f"{baseline}_ms"] / record[f"{path}_ms"]
+            assert record[f"{path}_x"] == pytest.approx(ratio, rel=0.05, abs=0.01)
     assert {p["axis"] for p in data["scaling"]} == {"requests", "features"}
-    assert "plan_vs_requests" in data["scaling_exponents"]
+    assert "rows_vs_requests" in data["scaling_exponents"]
     assert data["targets"] == []  # quick sizes say nothing about speed
     for plot in data["plots"]:
         assert (tmp_path / plot).stat().st_size > 0
-    # Every list is of flat records, which the docs render as tables.
-    for key in ("scenarios", "merge", "scaling"):
-        assert all(not isinstance(v, (dict, list)) for r in data[key] for v in r.values())
+    assert _flat(data["scenarios"])
+    assert _flat(data["scaling"])
+
+
+def test_vs_vllm_without_vllm_says_how_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A None entry in sys.modules makes the import fail, whether or not vLLM is installed.
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    output = tmp_path / "vs.json"
+    assert _quick_main(["--vs-vllm", "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert "vLLM 0.33.0" in err
+    assert "pip install vllm==0.33.0" in err
+    assert "python -m benchmarks --vs-vllm" in err
+    assert not output.exists()
+
+
+def test_vs_vllm_quick_agrees_with_vllm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip(
+        "vllm.v1.worker.gpu.mm.encoder_runner",
+        reason="vLLM is not importable here (run the tests in an environment with vLLM 0.33.0)",
+    )
+    peer_paths = _benchmark_module("benchmarks.peer_bench").PEER_PATHS
+    output = tmp_path / "vs.json"
+    assert _quick_main(["--vs-vllm", "--output", str(output)]) == 0
+    assert "all outputs match: yes" in capsys.readouterr().out
+    data = json.loads(output.read_text("utf-8"))
+    assert (data["mode"], data["comparison"]) == ("quick", "vllm")
+    assert data["machine"]["vllm"]
+    kinds = {record["kind"] for record in data["vs_vllm"]}
+    assert kinds == {"realtime-decode", "long-streams", "chunked-prefill"}
+    for record in data["vs_vllm"]:
+        assert record["outputs_match"] is True
+        assert all(record[f"{path}_ms"] > 0 for path in peer_paths)
+        ratio = record["vllm_step_ms"] / record["ours_step_ms"]
+        assert record["step_x"] == pytest.approx(ratio, rel=0.05, abs=0.01)
+    assert data["targets"] == []
+    assert _flat(data["vs_vllm"])
+
+
+def test_copy_floor_copies_the_gathered_rows() -> None:
+    scenarios = _benchmark_module("benchmarks.scenarios")
+    loop_gather = _benchmark_module("benchmarks.baseline").loop_gather
+    copy_floor = _benchmark_module("benchmarks.copy_floor")
+    for workload in (
+        scenarios.realtime_decode(3, (5, 9), 4, hidden_size=16),
+        scenarios.image_prefill(2, 40, image_length=64, row_length=8, hidden_size=16),
+    ):
+        floor = copy_floor.CopyFloor(workload)
+        for step in range(len(workload.steps)):
+            pieces, _ = loop_gather(
+                workload.mm_features,
+                workload.encoder_outputs,
+                workload.realtime,
+                *workload.gather_args(step),
+            )
+            assert torch.equal(floor.copy(step), torch.cat(pieces))
+            assert floor.num_rows(step) == sum(int(p.shape[0]) for p in pieces)
+
+
+def test_workload_cache_is_filled_as_vllm_fills_it() -> None:
+    scenarios = _benchmark_module("benchmarks.scenarios")
+    workload = scenarios.realtime_decode(2, (3, 3), 8, hidden_size=8)
+    cache = workload.encoder_cache()
+    for req_id, features in workload.mm_features.items():
+        assert type(cache.mm_features[req_id]) is list
+        assert cache.mm_features[req_id] == features
+        assert cache.mm_features[req_id] is not features
+    assert all(
+        cache.encoder_outputs[key] is value for key, value in workload.encoder_outputs.items()
+    )
+
+
+def test_realtime_decode_rejects_bad_feature_counts() -> None:
+    scenarios = _benchmark_module("benchmarks.scenarios")
+    with pytest.raises(ValueError, match="features_per_request"):
+        scenarios.realtime_decode(2, (5, 3), 8)
+
+
+def _peer_result(kind: str, requests: int, hidden: int, ours_step_ms: float) -> object:
+    peer_bench = _benchmark_module("benchmarks.peer_bench")
+    medians = {path: 1000.0 for path in peer_bench.PEER_PATHS}
+    medians["vllm_step"] = 10000.0
+    medians["ours_step"] = ours_step_ms * 1000
+    medians["vllm_rows"] = 30000.0
+    medians["copy_floor"] = 400.0
+    return peer_bench.PeerResult(
+        name=kind,
+        kind=kind,
+        params={"num_requests": requests, "chunk": 512, "features_max": 1000},
+        hidden_size=hidden,
+        dtype="float32",
+        device="cpu",
+        num_tokens=requests,
+        num_features=requests,
+        num_rows=requests,
+        repeats=3,
+        median_us=medians,
+        outputs_match=True,
+    )
+
+
+def test_targets_are_judged_on_the_stated_width_and_sizes() -> None:
+    report = _benchmark_module("benchmarks.report")
+    run = report.Report(mode="full", comparison="vllm", machine={})
+    run.peer = [
+        _peer_result("realtime-decode", 1024, 1280, 0.5),  # step 20x, rows 30x
+        _peer_result("realtime-decode", 256, 1280, 5.0),  # step 2x: missed
+        _peer_result("realtime-decode", 1024, 4096, 5.0),  # another width: floor only
+        _peer_result("chunked-prefill", 8, 1280, 4.0),  # step 2.5x
+    ]
+    targets = {t["target"]: t for t in run.target_records()}
+    assert targets["decode R=1024, step"]["met"] is True
+    assert targets["decode R=1024, step"]["measured"] == pytest.approx(20)
+    assert targets["decode R=256, step"]["met"] is False
+    assert targets["prefill 8x512, step"]["met"] is True
+    assert targets["decode R=1024, rows"]["measured"] == pytest.approx(30)
+    # rows / floor = 1000 / 400, judged wherever the rows reach 4 MiB: 1024 rows of 1280
+    # or 4096 floats, not 256 rows of 1280 or 8 of them.
+    floor = [t for t in targets.values() if "copy floor" in str(t["target"])]
+    assert [t["target"] for t in floor] == [
+        "decode R=1024, h=1280: rows / copy floor (5.0 MiB)",
+        "decode R=1024, h=4096: rows / copy floor (16.0 MiB)",
+    ]
+    assert all(t["met"] is False for t in floor)
+    assert report.Report(mode="quick", comparison="vllm", machine={}).target_records() == []
+
+
+# ---------------------------------------------------------------- the GPU script
+
+GPU_SCRIPT = ROOT / ".ci" / "gpu"
+
+
+def _run_gpu_script(
+    tmp_path: Path, *args: str, pythonpath: str = ""
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not available")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PYTHONPATH": pythonpath}
+    done = subprocess.run(
+        [bash, str(GPU_SCRIPT), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    summary_path = out / "gpu-summary.json"
+    summary = json.loads(summary_path.read_text("utf-8")) if summary_path.exists() else {}
+    return done, summary
+
+
+def test_gpu_script_dry_run_lists_every_cuda_step(tmp_path: Path) -> None:
+    done, summary = _run_gpu_script(tmp_path, "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run: nothing was run" in done.stdout
+    steps = {step["name"]: step for step in summary["steps"]}
+    assert summary["result"] == "dry-run"
+    assert {"cuda-tests", "conformance-reference", "conformance-runner"} <= set(steps)
+    assert {"benchmark-bfloat16", "benchmark-float32"} <= set(steps)
+    assert "-m cuda" in steps["cuda-tests"]["command"]
+    assert "tests/test_cuda_reference.py" in steps["cuda-tests"]["command"]
+    for name in ("conformance-reference", "conformance-runner"):
+        assert "--conformance-device=cuda" in steps[name]["command"]
+    assert "reference_gatherer" in steps["conformance-runner"]["command"]
+    assert "--device cuda" in steps["benchmark-bfloat16"]["command"]
+    assert all(step["status"] == "not run" for step in steps.values())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
+def test_gpu_script_without_cuda_runs_nothing_and_says_why(tmp_path: Path) -> None:
+    done, summary = _run_gpu_script(tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no CUDA device" in done.stdout
+    assert summary["result"] == "no-cuda"
+    assert summary["passed"] is False
+
+
+def test_gpu_script_names_a_missing_package(tmp_path: Path) -> None:
+    # A package that fails to import shadows the installed hypothesis.
+    shadow = tmp_path / "shadow" / "hypothesis"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('simulated: not installed')\n")
+    done, _ = _run_gpu_script(tmp_path, "--dry-run", pythonpath=str(shadow.parent))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "MISSING: hypothesis" in done.stdout
+    assert "installs nothing" in done.stdout
+
+
+# ---------------------------------------------------------------- the performance page
+
+
+def _results_hook() -> ModuleType:
+    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs) is not installed")
+    path = ROOT / "docs" / "_hooks" / "benchmark_results.py"
+    spec = importlib.util.spec_from_file_location("rtmm_docs_benchmark_results_page", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("comparison", ["vllm", "loop"])
+def test_committed_results_render_as_narrow_captioned_tables(comparison: str) -> None:
+    hook = _results_hook()
+    chosen = hook.choose_results(ROOT / "benchmarks" / "results", comparison)
+    assert chosen is not None, f"no committed full run of the {comparison} comparison"
+    path, data = chosen
+    assert data["mode"] == "full"
+    assert data["all_outputs_match"] is True
+    for plot in data["plots"]:
+        assert (path.parent / plot).is_file()
+    page = hook.render_results(data, path.name) + hook.render_machine(data)
+    tables = [line for line in page.splitlines() if line.startswith("| ")]
+    headers = [line for line in tables if not any(c.isdigit() for c in line)]
+    assert tables
+    # Few columns (the text column is 720 px wide), no empty header, one caption per table.
+    assert max(line.count(" | ") + 1 for line in tables) <= 7
+    assert all(cell.strip() for line in headers for cell in line.strip("|").split("|"))
+    separators = [line for line in tables if line.startswith("| --- ")]
+    assert page.count("<figcaption>") == len(separators)
+    assert "elapsed_s" not in page
+    # One number format, without exponents.
+    assert "e+" not in page
+    assert "e-0" not in page

@@ -1,13 +1,15 @@
 """MkDocs hook: put the latest measured benchmark figures on the performance page.
 
-The page marks the spot with ``<!-- benchmark-results -->``. At build time the newest
-results file in ``benchmarks/results/`` is rendered as tables — the newest full run
-if there is one, else the newest quick run, flagged as such — and the plots it lists
-are copied into the site and shown. When no results exist the page says so instead of
-showing numbers. ``RTMM_DOCS_BENCHMARK_RESULTS=DIR`` reads another folder (to preview a
-run kept elsewhere). The JSON layout is the benchmark's (``rtmm-protocol-benchmark/1``);
-sections this hook does not know are still rendered, generically. Nothing here imports
-the package.
+The page marks two spots: ``<!-- benchmark-vs-vllm -->`` for the comparison with vLLM
+(``python -m benchmarks --vs-vllm``) and ``<!-- benchmark-results -->`` for the
+comparison with the self-written loop (``python -m benchmarks``). At build time the
+newest results file of each kind in ``benchmarks/results/`` is rendered as tables — the
+newest full run if there is one, else the newest quick run, flagged as such — and the
+plots it lists are copied into the site and shown with a caption. Where no results
+exist the page says so instead of showing numbers. ``RTMM_DOCS_BENCHMARK_RESULTS=DIR``
+reads another folder (to preview a run kept elsewhere). The JSON layout is the
+benchmark's (``rtmm-protocol-benchmark/2``); list sections this hook does not know are
+still rendered, generically. Nothing here imports the package.
 """
 
 from __future__ import annotations
@@ -26,35 +28,101 @@ log = logging.getLogger("mkdocs.hooks.benchmark_results")
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "benchmarks" / "results"
 RESULTS_DIR_ENV_VAR = "RTMM_DOCS_BENCHMARK_RESULTS"
+#: Marker -> the ``comparison`` of the results rendered there.
+MARKERS = {"<!-- benchmark-vs-vllm -->": "vllm", "<!-- benchmark-results -->": "loop"}
 MARKER = "<!-- benchmark-results -->"
 _SITE_DIR = "assets/benchmarks"
 
-#: Known sections, in page order, with their headings and preferred columns.
-_SECTIONS: dict[str, tuple[str, list[str]]] = {
-    "targets": ("Targets", []),
-    "scenarios": (
-        "Gather: median microseconds per call, and loop / path ratios",
-        [
-            "scenario",
-            "tokens",
-            "features",
-            "loop_us",
-            "plan_us",
-            "plan_rows_us",
-            "list_us",
-            "plan_x",
-            "plan_rows_x",
-            "list_x",
-            "outputs_match",
-        ],
-    ),
-    "merge": ("Merge throughput (bytes read + written per second)", []),
-    "scaling": ("Scaling (realtime decode): median microseconds", []),
+#: Column titles of the known record fields.
+_TITLES = {
+    "workload": "workload",
+    "hidden_size": "hidden size",
+    "rows_mib": "rows (MiB)",
+    "loop_ms": "loop",
+    "loop_rows_ms": "loop + cat",
+    "list_ms": "list form",
+    "rows_ms": "rows()",
+    "copy_floor_ms": "copy floor",
+    "step_ms": "whole step",
+    "list_x": "list form speed-up",
+    "rows_x": "rows() speed-up",
+    "list_x@vllm": "vLLM / reference",
+    "rows_x@vllm": "vLLM / reference",
+    "vllm_step_ms": "vLLM",
+    "ours_step_ms": "reference",
+    "step_x": "vLLM / reference",
+    "vllm_list_ms": "vLLM",
+    "ours_list_ms": "reference",
+    "vllm_rows_ms": "vLLM (list + cat)",
+    "ours_rows_ms": "reference (rows)",
+    "rows_over_floor": "reference / floor",
+    "axis": "sweep",
+    "requests": "requests",
+    "features_per_request": "features",
+    "target": "target",
+    "goal": "goal",
+    "measured": "measured",
+    "met": "met",
 }
 
+#: The loop comparison's tables, in page order: the section, caption and columns (none:
+#: every flat field). A table whose columns are all absent falls back to every flat field
+#: only if it is the section's first (results of an older layout show once).
+_LOOP_TABLES: list[tuple[str, str, list[str]]] = [
+    (
+        "scenarios",
+        "Median milliseconds per step on each workload. The copy floor is one "
+        "<code>index_select</code> of the same rows; the whole step includes the toy "
+        "model's merge, which the loop does not do.",
+        ["workload", "loop_ms", "list_ms", "loop_rows_ms", "rows_ms", "copy_floor_ms", "step_ms"],
+    ),
+    (
+        "scenarios",
+        "Speed-ups over the loop: the loop's median time over the list form's, and the "
+        "loop and <code>torch.cat</code>'s over <code>rows()</code>'.",
+        ["workload", "list_x", "rows_x"],
+    ),
+    (
+        "scaling",
+        "Scaling sweeps (realtime decode): median milliseconds per step as the number of "
+        "requests, then of features per request, grows.",
+        ["axis", "requests", "features_per_request", "loop_ms", "list_ms", "rows_ms", "step_ms"],
+    ),
+]
 
-#: The results file chosen for this build (set by ``on_files``), and its data.
-_chosen: dict[str, Any] = {"path": None, "data": {}}
+#: The vLLM comparison's tables: caption and columns, all over the ``vs_vllm`` records.
+_PEER_TABLES: list[tuple[str, list[str]]] = [
+    (
+        "vLLM's median time over the reference's (higher is better for the reference) for "
+        "the list form, the rows as one tensor and the whole step.",
+        ["workload", "hidden_size", "list_x", "rows_x", "step_x"],
+    ),
+    (
+        "The whole real step, median milliseconds: vLLM's gather and <code>get_inputs_embeds</code> "
+        "against the reference's <code>get_mm_embeddings</code>, the same toy model merging.",
+        ["workload", "hidden_size", "vllm_step_ms", "ours_step_ms", "step_x"],
+    ),
+    (
+        "The list form <code>(mm_embeds, is_mm_embed)</code>, median milliseconds.",
+        ["workload", "hidden_size", "vllm_list_ms", "ours_list_ms", "list_x"],
+    ),
+    (
+        "The gathered rows as one tensor, median milliseconds, against the copy floor: one "
+        "<code>index_select</code> of the same rows from one contiguous tensor.",
+        [
+            "workload",
+            "hidden_size",
+            "rows_mib",
+            "vllm_rows_ms",
+            "ours_rows_ms",
+            "copy_floor_ms",
+            "rows_over_floor",
+        ],
+    ),
+]
+
+#: The results chosen for this build (set by ``on_files``), per comparison.
+_chosen: dict[str, tuple[Path, dict[str, Any]] | None] = {}
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -69,12 +137,17 @@ def _load(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def choose_results(results_dir: Path = RESULTS_DIR) -> tuple[Path, dict[str, Any]] | None:
-    """The newest full run, else the newest run of any mode; ``None`` if there is none."""
+def choose_results(
+    results_dir: Path = RESULTS_DIR, comparison: str = "loop"
+) -> tuple[Path, dict[str, Any]] | None:
+    """The newest full run of ``comparison``, else its newest run of any mode, else ``None``.
+
+    Files without a ``comparison`` field are loop comparisons (the older layout).
+    """
     loaded = []
     for path in results_dir.glob("*.json"):
         data = _load(path)
-        if data is not None:
+        if data is not None and data.get("comparison", "loop") == comparison:
             loaded.append((data.get("mode") == "full", path.stat().st_mtime, path.name, path, data))
     if not loaded:
         return None
@@ -89,25 +162,58 @@ def _is_flat(value: object) -> bool:
     return not isinstance(value, dict)
 
 
+def _number(value: float) -> str:
+    """The page's one number format: about three significant digits, no exponent or separator."""
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    if 0 < magnitude < 0.001:
+        return f"{value:.4f}"
+    return f"{value:.3g}"
+
+
 def _cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "**no**"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return _number(value)
     if isinstance(value, list):
         return ", ".join(_cell(v) for v in value)
     return str(value).replace("|", "\\|")
 
 
-def _table(records: Sequence[Mapping[str, object]], preferred: Sequence[str] = ()) -> list[str]:
+def _table(
+    records: Sequence[Mapping[str, object]],
+    preferred: Sequence[str] = (),
+    titles: Mapping[str, str] | None = None,
+) -> list[str]:
     columns = [c for c in preferred if any(c in r for r in records)]
     if not columns:
         for record in records:
             columns += [k for k, v in record.items() if k not in columns and _is_flat(v)]
-    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    names = {**_TITLES, **(titles or {})}
+    header = [names.get(c, c) for c in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(columns)]
     for record in records:
         lines.append("| " + " | ".join(_cell(record.get(c, "")) for c in columns) + " |")
     return lines
+
+
+def _captioned(caption: str, table: list[str]) -> list[str]:
+    """A table in a figure with its caption above it."""
+    return [
+        '<figure class="rtmm-table" markdown>',
+        f"<figcaption>{caption}</figcaption>",
+        "",
+        *table,
+        "",
+        "</figure>",
+        "",
+    ]
 
 
 def _pairs(mapping: Mapping[str, object], left: str, right: str) -> list[str]:
@@ -116,58 +222,96 @@ def _pairs(mapping: Mapping[str, object], left: str, right: str) -> list[str]:
     return lines
 
 
-def render_results(data: Mapping[str, Any], source: str) -> str:
-    """Markdown for one results file: what run it was, then one table per section."""
-    machine = data.get("machine") if isinstance(data.get("machine"), dict) else {}
+def _run_line(data: Mapping[str, Any], source: str) -> list[str]:
+    found = data.get("machine")
+    machine: dict[str, Any] = found if isinstance(found, dict) else {}
+    device = machine.get("gpu") or f"{machine.get('cpu_count', '?')} CPU cores"
+    versions = f"torch {machine.get('torch', '?')}, Python {machine.get('python', '?')}"
+    if "vllm" in machine:
+        versions = f"vLLM {machine['vllm']}, " + versions
     lines = [
         f"Figures from `{source}`: a **{data.get('mode', '?')}** run of "
-        f"{data.get('created', 'unknown date')}, on {machine.get('cpu_count', '?')} CPU cores "
-        f"(torch {machine.get('torch', '?')}, numpy {machine.get('numpy', '?')}, "
-        f"Python {machine.get('python', '?')}).",
+        f"{data.get('created', 'unknown date')} on {device} ({versions}).",
         "",
     ]
     if "all_outputs_match" in data:
         lines += [
-            f"Every path's output matched the baseline: {_cell(data['all_outputs_match'])}.",
+            "Every path's output matched its comparison's on every step: "
+            f"{_cell(data['all_outputs_match'])}.",
             "",
         ]
     if data.get("mode") != "full":
         lines += [
             '!!! warning "Not a measurement"',
-            "    This is a quick run: small sizes, run to check that every path agrees with the "
-            "baseline. Its timings say nothing about speed.",
+            "    This is a quick run: small sizes, run to check that every path agrees with its "
+            "comparison. Its timings say nothing about speed.",
             "",
         ]
-    paths = data.get("paths")
-    if isinstance(paths, dict) and paths:
-        lines += ["The paths compared:", "", *_pairs(paths, "path", "what it does"), ""]
-    rendered = {"schema", "mode", "created", "all_outputs_match", "machine", "paths", "plots"}
-    for key, (title, preferred) in _SECTIONS.items():
-        records = data.get(key)
-        rendered.add(key)
-        if isinstance(records, list) and records and all(isinstance(r, dict) for r in records):
-            lines += [f"### {title}", "", *_table(records, preferred), ""]
-        if key == "scaling" and isinstance(data.get("scaling_exponents"), dict):
+    return lines
+
+
+def _record_lists(data: Mapping[str, Any], key: str) -> list[dict[str, Any]] | None:
+    records = data.get(key)
+    if isinstance(records, list) and records and all(isinstance(r, dict) for r in records):
+        return records
+    return None
+
+
+def render_results(data: Mapping[str, Any], source: str) -> str:
+    """Markdown for one results file: what run it was, then its tables."""
+    lines = _run_line(data, source)
+    rendered = {"schema", "mode", "comparison", "created", "all_outputs_match", "machine"}
+    rendered |= {"plots", "paths"}
+    if data.get("comparison") == "vllm":
+        rendered.add("vs_vllm")
+        peer = _record_lists(data, "vs_vllm")
+        if peer:
+            for index, (caption, columns) in enumerate(_PEER_TABLES):
+                # The ratio table names its columns by path; the others by "vLLM / reference".
+                titles = (
+                    {"list_x": "list form", "rows_x": "rows", "step_x": "whole step"}
+                    if index == 0
+                    else {key: _TITLES[f"{key}@vllm"] for key in ("list_x", "rows_x")}
+                )
+                lines += _captioned(caption, _table(peer, columns, titles))
+    else:
+        shown: set[str] = set()
+        for key, caption, preferred in _LOOP_TABLES:
+            rendered.add(key)
+            records = _record_lists(data, key)
+            present = [c for c in preferred if any(c in r for r in records or ())]
+            if records and (present or not preferred or key not in shown):
+                lines += _captioned(caption, _table(records, present or preferred))
+                shown.add(key)
+        if isinstance(data.get("scaling_exponents"), dict):
             rendered.add("scaling_exponents")
-            lines += [
-                "Growth exponents: the slope of log(time) over log(size) for each path and "
-                "sweep (1 is linear, 0 is flat).",
-                "",
-                *_pairs(data["scaling_exponents"], "path and sweep", "exponent"),
-                "",
-            ]
-    for key, value in data.items():  # sections added to the benchmark later
+            lines += _captioned(
+                "Growth exponents: the slope of log(time) over log(size) for each path "
+                "and sweep (1 is linear, 0 is flat).",
+                _pairs(data["scaling_exponents"], "path and sweep", "exponent"),
+            )
+    targets = _record_lists(data, "targets")
+    rendered.add("targets")
+    if targets:
+        lines += _captioned(
+            "Targets: each goal, the value measured in this run and whether it is met.",
+            _table(targets, ["target", "goal", "measured", "met"]),
+        )
+    for key in data:  # list sections added to the benchmark later
         if key in rendered:
             continue
-        if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-            lines += [f"### {key.replace('_', ' ').capitalize()}", "", *_table(value), ""]
-        elif isinstance(value, dict) and value:
-            lines += [f"### {key.replace('_', ' ').capitalize()}", "", *_pairs(value, "", ""), ""]
-        elif _is_flat(value):
-            lines += [f"- {key}: {_cell(value)}"]
-    if machine:
-        lines += ["", "### Machine", "", *_pairs(machine, "", ""), ""]
+        records = _record_lists(data, key)
+        if records:
+            lines += [f"### {key.replace('_', ' ').capitalize()}", "", *_table(records), ""]
     return "\n".join(lines)
+
+
+def render_machine(data: Mapping[str, Any]) -> str:
+    """The run's machine as a two-column table, or nothing."""
+    machine = data.get("machine")
+    if not isinstance(machine, dict) or not machine:
+        return ""
+    return "\n".join(_captioned("The machine of this run.", _pairs(machine, "property", "value")))
 
 
 def _plots(path: Path, data: Mapping[str, Any]) -> list[Path]:
@@ -184,32 +328,53 @@ def _plots(path: Path, data: Mapping[str, Any]) -> list[Path]:
     return found
 
 
+_PLOT_CAPTIONS = {
+    "vllm": "The whole step's median time per workload, vLLM against the reference (log "
+    "scale), with the copy floor of the step's rows as a black tick.",
+    "loop": "How the loop's and the reference's times grow with the number of requests "
+    "(left) and of features per request (right), log-log.",
+}
+
+
 def on_files(files: Files, config: Any) -> Files:
-    """Choose the results file for this build and copy its plots into the site."""
-    chosen = choose_results(Path(os.environ.get(RESULTS_DIR_ENV_VAR) or RESULTS_DIR))
-    _chosen["path"], _chosen["data"] = chosen if chosen is not None else (None, {})
-    if chosen is not None:
-        for plot in _plots(*chosen):
-            uri = f"{_SITE_DIR}/{plot.name}"
-            files.append(File.generated(config, uri, abs_src_path=str(plot)))
+    """Choose the results files for this build and copy their plots into the site."""
+    folder = Path(os.environ.get(RESULTS_DIR_ENV_VAR) or RESULTS_DIR)
+    for comparison in MARKERS.values():
+        chosen = choose_results(folder, comparison)
+        _chosen[comparison] = chosen
+        if chosen is not None:
+            for plot in _plots(*chosen):
+                uri = f"{_SITE_DIR}/{plot.name}"
+                files.append(File.generated(config, uri, abs_src_path=str(plot)))
     return files
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace the marker with the chosen results, or with a note that there are none."""
-    if MARKER not in markdown:
-        return markdown
-    path, data = _chosen["path"], _chosen["data"]
-    if path is None:
-        body = (
-            '!!! note "No measurements yet"\n'
-            "    `benchmarks/results/` holds no results file, so this page shows no figures. "
-            "Run the benchmark (see above) and rebuild the docs."
-        )
-        return markdown.replace(MARKER, body)
-    source = path.relative_to(REPO) if path.is_relative_to(REPO) else path
-    body = render_results(data, str(source))
-    prefix = "../" * len(Path(page.file.src_uri).parent.parts)
-    for plot in _plots(path, data):
-        body += f"\n\n![{plot.stem.replace('_', ' ')}]({prefix}{_SITE_DIR}/{plot.name})"
-    return markdown.replace(MARKER, body)
+    """Replace each marker with its chosen results, or with a note that there are none."""
+    for marker, comparison in MARKERS.items():
+        if marker not in markdown:
+            continue
+        chosen = _chosen.get(comparison)
+        if chosen is None:
+            command = "python -m benchmarks" + (" --vs-vllm" if comparison == "vllm" else "")
+            body = (
+                '!!! note "No measurements yet"\n'
+                f"    `benchmarks/results/` holds no results of `{command}`, so this section "
+                "shows no figures. Run it and rebuild the docs."
+            )
+            markdown = markdown.replace(marker, body)
+            continue
+        path, data = chosen
+        source = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        body = render_results(data, str(source))
+        prefix = "../" * len(Path(page.file.src_uri).parent.parts)
+        for plot in _plots(path, data):
+            body += (
+                '\n\n<figure class="rtmm-figure" markdown>\n'
+                f"![{_PLOT_CAPTIONS[comparison]}]({prefix}{_SITE_DIR}/{plot.name})\n"
+                f"<figcaption>{_PLOT_CAPTIONS[comparison]}</figcaption>\n"
+                "</figure>"
+            )
+        body += "\n\n" + render_machine(data)
+        markdown = markdown.replace(marker, body)
+    return markdown
