@@ -494,7 +494,7 @@ def model_state(
 
 
 def _agreeing_isclose(a: torch.Tensor, b: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-    return torch.ones(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.bool)
+    return torch.ones_like(a + b, dtype=torch.bool)
 
 
 def _no_indices(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
