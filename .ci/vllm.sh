@@ -35,7 +35,7 @@ run_example() {
     "--conformance=$factory" \
     "--conformance-xfail=examples/${name//-/_}/known-gaps.txt" \
     "--conformance-report=.ci/${name}.json" \
-    -p no:cacheprovider -q -W ignore::DeprecationWarning
+    -p no:cacheprovider -q -rfE -W ignore::DeprecationWarning
 }
 
 run_example vllm-encoder-runner vllm_encoder_runner.factory:make_encoder_runner \
