@@ -151,7 +151,7 @@ def render_causes() -> str:
                 group = groups.setdefault(text, _Group(named, []))
                 reason = str(mode.get("reason", ""))
                 group.checks.append((label, check.get("level", "?"), mode["outcome"], reason))
-        sections.append(f"#### {target.label}\n")
+        sections.append(f"### {target.label}\n")
         sections.append(f"`{target.factory}`: {report['summary']['line']}\n")
         if not groups:
             sections.append("Every check that ran passed.\n")
