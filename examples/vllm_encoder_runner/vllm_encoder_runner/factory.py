@@ -19,7 +19,8 @@ def unpin_host_memory_on_cpu(device: torch.device | str) -> None:
     without one, pinning fails. This sets a module global of vLLM's encoder runner.
     """
     if torch.device(device).type == "cpu":
-        vllm_encoder_runner.PIN_MEMORY = False
+        # The runner reads the name from its own module (imported there, not re-exported).
+        vllm_encoder_runner.PIN_MEMORY = False  # type: ignore[attr-defined]
 
 
 def make_encoder_runner(ctx: ConformanceContext) -> EncoderRunner:

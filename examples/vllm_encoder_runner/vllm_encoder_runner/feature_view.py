@@ -86,7 +86,7 @@ class FeatureListView(Mapping[str, list[MultiModalFeatureSpec]]):
 
 def vllm_encoder_cache(cache: Any) -> EncoderCache:
     """vLLM's ``EncoderCache`` over the dicts of a contract ``EncoderCache``."""
-    vllm_cache = EncoderCache()
+    vllm_cache = EncoderCache()  # type: ignore[no-untyped-call]  # vLLM leaves it unannotated
     vllm_cache.mm_features = FeatureListView(cache.mm_features)  # type: ignore[assignment]
     outputs: dict[str, torch.Tensor] = cache.encoder_outputs
     vllm_cache.encoder_outputs = outputs

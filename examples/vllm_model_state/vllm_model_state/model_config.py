@@ -49,7 +49,7 @@ def vllm_config_for(
     everything else from the checkpoint), so the stand-in is assigned once built.
     """
     config = VllmConfig(
-        device_config=DeviceConfig(device=torch.device(device).type),
+        device_config=DeviceConfig(device=torch.device(device)),
         scheduler_config=SchedulerConfig(
             max_num_seqs=max_num_reqs,
             max_num_batched_tokens=max_num_tokens,
