@@ -11,7 +11,8 @@ else the error text the check saw). The docs page includes both files.
     python examples/engine_reports/render.py --check    # exit 1 if they are out of date
     python examples/engine_reports/render.py --run PYTHON
         # rerun the four suites with PYTHON (an environment with vLLM and this
-        # project, see .ci/vllm.sh), then re-render
+        # project installed, see .ci/vllm.sh), then re-render; the examples are put
+        # on PYTHONPATH in front of whatever it already holds
 
 Reports are written with paths made relative (to the repository or to site-packages), so
 they do not depend on the machine that produced them.
@@ -175,8 +176,9 @@ def run_suites(python: str) -> None:
     for target in TARGETS:
         path = REPORTS / target.report
         env = dict(os.environ)
+        inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(REPO), *(str(REPO / p) for p in target.pythonpath)]
+            [*(str(REPO / p) for p in target.pythonpath), *inherited]
         )
         command = [
             python,
