@@ -20,8 +20,14 @@ PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 step() { printf '\n==> %s\n' "$*"; }
 timed() { local start=$SECONDS; "$@"; echo "    ($(( SECONDS - start )) s)"; }
 
+INSTALLER="$SHARED_DIR/tools/install_vllm_cpu.sh"
+if [ ! -f "$INSTALLER" ]; then
+  echo "vllm.sh: no vLLM installer at $INSTALLER (set RTMM_SHARED_DIR to the folder holding tools/)" >&2
+  exit 1
+fi
+
 step "vLLM 0.33.0 (CPU-only) in $VENV"
-timed bash "$SHARED_DIR/tools/install_vllm_cpu.sh" "$VENV"
+timed bash "$INSTALLER" "$VENV"
 timed "${PIP[@]}" -e . --no-deps
 timed "${PIP[@]}" "typing_extensions>=4.12" "pytest>=8,<10" "hypothesis>=6.100,<7" \
   "pytest-xdist>=3.5,<4"
