@@ -14,7 +14,7 @@ structure, so that the ratios compare against what a faithful port would cost:
   baseline faster on long streams), then walked while they start before the window
   end; each overlapping one is looked up in the output dict and sliced to a view.
 
-It follows SPEC §3 exactly (the benchmark checks it against the plan), so the
+It follows SPEC G1-G10 exactly (the benchmark checks it against the plan), so the
 comparison is between two correct gathers. The package never imports this module.
 """
 

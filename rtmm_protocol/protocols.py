@@ -1,4 +1,4 @@
-"""The Protocols of the contract (SPEC §2): what a model, a batch, a gatherer and a state offer.
+"""The Protocols of the contract: what a model, a batch, a gatherer and a state offer.
 
 Attributes are declared as read-only properties so that plain attributes, dataclass
 fields and properties all satisfy them.
@@ -55,7 +55,7 @@ class MultiModalModel(TextModel, Protocol):
 
 @runtime_checkable
 class InputBatch(Protocol):
-    """The per-step batch a ModelState reads (SPEC §1 *step / batch*)."""
+    """The per-step batch a ModelState reads; SPEC G1 places each request's window by its fields."""
 
     @property
     def req_ids(self) -> list[str]: ...
@@ -79,7 +79,7 @@ class InputBatch(Protocol):
 
 @runtime_checkable
 class MMEmbeddingGatherer(Protocol):
-    """The encoder-runner level gather (SPEC §3).
+    """The encoder-runner level gather (SPEC G1-G10).
 
     ``num_computed_tokens`` and ``draft_lookahead`` are keyword-only *in the Protocol*
     (SPEC T2). mypy ignores parameter names when it matches an ordinary method against a
@@ -92,7 +92,7 @@ class MMEmbeddingGatherer(Protocol):
     num_computed_tokens=computed, draft_lookahead=1)``); a positional sixth argument is a
     ``call-arg`` error there. Implementations pay nothing: a positional-or-keyword
     parameter satisfies a keyword-only one, so they may accept the arguments positionally
-    in the order of SPEC §2, as the reference does, and callers of the concrete class may
+    in the order this Protocol lists them, as the reference does, and callers of the concrete class may
     pass them that way. Parameter names beyond these two, default values and the
     positional order are checked at run time by :mod:`rtmm_protocol.signatures`.
     """
@@ -114,7 +114,7 @@ class MMEmbeddingGatherer(Protocol):
 
 @runtime_checkable
 class ModelState(Protocol):
-    """Prepares the multimodal part of the model inputs for each engine step (SPEC §2, §4, §5)."""
+    """Prepares the multimodal part of the model inputs for each engine step (SPEC D1-D5, R1-R4)."""
 
     @property
     def is_realtime(self) -> bool: ...

@@ -1,4 +1,4 @@
-"""The realtime marker and its run-time guard (SPEC §1, T3)."""
+"""The realtime marker and its run-time guard (SPEC T3)."""
 
 from __future__ import annotations
 

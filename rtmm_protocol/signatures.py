@@ -12,7 +12,7 @@ Protocol's own method, parameter by parameter:
   under the same name (callers may pass it by keyword too);
 * a keyword-only parameter of the Protocol must exist under that name (positional or
   keyword-only in the implementation); an implementation that accepts it positionally must
-  keep the order of SPEC §2, so that positional callers of the concrete class stay correct;
+  keep the order the Protocol lists them in, so that positional callers of the concrete class stay correct;
 * a parameter with a default in the Protocol needs the same default
   (``draft_lookahead=0``), and any extra parameter of the implementation needs a default;
 * ``*args`` / ``**kwargs`` absorb what they can, exactly as they do for the type checkers.

@@ -1,4 +1,4 @@
-"""MultiModalFeature, EncoderCache and the miss error: the contract's data types (SPEC §2)."""
+"""MultiModalFeature, EncoderCache and the miss error: the contract's data types and the changes between steps (SPEC C1, C2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hand-made cases for each gather clause of SPEC §3 (G1-G10), small enough to read."""
+"""Hand-made cases for each gather clause (SPEC G1-G10), small enough to read."""
 
 from __future__ import annotations
 

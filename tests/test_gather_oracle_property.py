@@ -1,4 +1,4 @@
-"""Property: the reference gather equals the position-by-position oracle (SPEC §3).
+"""Property: the reference gather equals the position-by-position oracle (SPEC G1-G10).
 
 Every example also checks the side conditions: G2 reads (instrumented cache), G8 (cache
 snapshot), G9 (array snapshot) and G10 (the state-level call agrees). Under the CI

@@ -1,4 +1,4 @@
-"""The gather plan against the position-by-position oracle (SPEC §3).
+"""The gather plan against the position-by-position oracle (SPEC G1-G10).
 
 ``plan_mm_gather`` is checked on everything a plan exposes: the mask, the slots, the
 rows (from outputs the runner stored in its arena, and from outputs assigned to the

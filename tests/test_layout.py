@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -169,6 +170,30 @@ def test_the_repository_holds_no_symbolic_link() -> None:
     ).stdout
     links = [line.split("\t", 1)[1] for line in listing.splitlines() if line.startswith("120000")]
     assert links == []
+
+
+def test_code_and_docs_cite_clause_ids_not_section_numbers() -> None:
+    """The specification page anchors clauses (``#G5``), not numbered sections."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "*.py", "*.md", "*.sh", "*.txt", "*.yml"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    section = re.compile(r"§\s?\d")
+    citing = [
+        f"{name}:{number}"
+        for name in tracked
+        if (REPO_ROOT / name).is_file()
+        for number, line in enumerate(
+            (REPO_ROOT / name).read_text(errors="replace").splitlines(), 1
+        )
+        if section.search(line)
+    ]
+    assert citing == [], "cite clause IDs (G5, D2, ...) instead of section numbers"
 
 
 def test_the_suite_is_imported_from_the_top_level_conformance_folder() -> None:

@@ -1,4 +1,4 @@
-"""The reference ModelState: dummy runs and the persistent buffer (SPEC §4), the real path (§5)."""
+"""The reference ModelState: dummy runs and the persistent buffer (SPEC D1-D5), the real path (R1-R4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PlaceholderRange: construction checks, embed counts and the row mapping of SPEC §2."""
+"""PlaceholderRange: construction checks, embed counts and the row mapping of SPEC G5."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad input (SPEC §6): malformed batches (E1) and features (E2) get a ``ValueError`` naming
+"""Bad input (SPEC E1-E3): malformed batches (E1) and features (E2) get a ``ValueError`` naming
 the field or identifier and the value; nothing is truncated or written out of bounds (E3)."""
 
 from __future__ import annotations

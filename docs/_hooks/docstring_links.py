@@ -1,11 +1,11 @@
 """MkDocs hook: turn the docstrings' cross-references into links on the API pages.
 
 The package's docstrings use reST roles (``:class:`~rtmm_protocol.ModelState```) and
-cite the specification as ``SPEC G8`` or ``SPEC §3``. Rendered as Markdown, the roles
-would show up verbatim and the citations would be plain text. After a page is rendered,
-this hook replaces each role with a cross-reference that mkdocs-autorefs resolves (or
-leaves as code when the target is not documented) and links each cited clause or
-section to its anchor on the specification page.
+cite the specification by clause ID, as ``SPEC G8`` or ``SPEC D1-D5``. Rendered as
+Markdown, the roles would show up verbatim and the citations would be plain text. After a
+page is rendered, this hook replaces each role with a cross-reference that
+mkdocs-autorefs resolves (or leaves as code when the target is not documented) and links
+each cited clause to its anchor on the specification page.
 """
 
 from __future__ import annotations
@@ -16,16 +16,8 @@ from typing import Any
 _ROLE = re.compile(
     r":(?:class|func|meth|mod|data|attr|exc|obj):<code>(?P<tilde>~?)(?P<target>[\w.]+)</code>"
 )
-_CLAUSE = r"(?:§\d+|[GDRET]\d+)"
+_CLAUSE = r"[GCDRET]\d+"
 _CITATION = re.compile(rf"\bSPEC (?P<refs>{_CLAUSE}(?:(?:[-/, ]| and ){_CLAUSE})*)")
-_SECTIONS = {
-    "§1": "terms",
-    "§3": "gather",
-    "§4": "dummy-runs",
-    "§5": "real-path",
-    "§6": "errors",
-    "§7": "typing",
-}
 
 
 def _role(match: re.Match[str]) -> str:
@@ -37,10 +29,7 @@ def _role(match: re.Match[str]) -> str:
 def _citation(match: re.Match[str], spec_url: str) -> str:
     def link(ref: re.Match[str]) -> str:
         token = ref.group(0)
-        anchor = _SECTIONS.get(token, token)
-        if token.startswith("§") and token not in _SECTIONS:
-            return token  # §2 (names) and §8 (the harness) are not spec-page sections
-        return f'<a href="{spec_url}#{anchor}">{token}</a>'
+        return f'<a href="{spec_url}#{token}">{token}</a>'
 
     return "spec " + re.sub(_CLAUSE, link, match.group("refs"))
 

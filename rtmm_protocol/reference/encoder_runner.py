@@ -1,4 +1,4 @@
-"""The reference encoder runner: runs the encoder and gathers cached outputs (SPEC §3, R1)."""
+"""The reference encoder runner: runs the encoder and gathers cached outputs (SPEC G1-G10, R1)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ class EncoderRunner:
                 encoded += 1
         return encoded
 
-    # ------------------------------------------------------------------ gather (§3)
+    # ------------------------------------------------------------------ gather (G1-G10)
 
     def plan_mm_gather(
         self,

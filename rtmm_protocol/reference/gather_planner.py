@@ -1,4 +1,4 @@
-"""Plans a gather (SPEC §3) for a whole batch with array operations.
+"""Plans a gather (SPEC G1-G10) for a whole batch with array operations.
 
 No Python code runs per request or per feature on this path: the batch's windows are
 matched against every request's features with ``np.searchsorted`` over the
@@ -88,7 +88,7 @@ class GatherPlanner:
         *,
         validate: bool = False,
     ) -> MMGatherPlan:
-        """Plan the gather of SPEC §3; raise for missing outputs like the gather (G7).
+        """Plan the gather of SPEC G1-G10; raise for missing outputs like the gather (G7).
 
         The arguments are those of ``gather_mm_embeddings``, assumed consistent (the
         caller validates them when asked). Nothing passed in is changed.

@@ -24,7 +24,7 @@ def _counts(name: str, values: Sequence[int], num_reqs: int) -> IntArray:
 
 @dataclass
 class ReferenceInputBatch:
-    """The fields of one engine step, as SPEC §2 lists them for ``InputBatch``."""
+    """The fields of one engine step, as the ``InputBatch`` Protocol lists them."""
 
     req_ids: list[str]
     num_reqs: int

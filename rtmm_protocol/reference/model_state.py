@@ -1,4 +1,4 @@
-"""The reference ModelState: one persistent ``inputs_embeds`` buffer (SPEC §4, §5)."""
+"""The reference ModelState: one persistent ``inputs_embeds`` buffer (SPEC D1-D5, R1-R4)."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ class FaultyGatherer(EncoderRunner):
         num_computed_tokens: IntArray,
         draft_lookahead: int = 0,
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """The gather of SPEC §3, position range by position range."""
+        """The gather of SPEC G1-G10, position range by position range."""
         fault = self.fault
         if self.validate:
             ok = self._check_batch(

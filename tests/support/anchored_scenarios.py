@@ -1,7 +1,7 @@
 """Gather scenarios whose windows sit exactly on the edges the contract cares about.
 
 The general strategy places windows near features at random; these place them on the
-cases SPEC §3 names explicitly, so each is drawn often rather than by luck: the
+cases SPEC G1-G10 name explicitly, so each is drawn often rather than by luck: the
 scheduled end exactly at a feature's start (a miss there is reached only through the
 look-ahead), a window ending inside a feature, zero scheduled tokens inside a
 placeholder, the last prefill chunk, and prompts ending inside a feature.

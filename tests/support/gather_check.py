@@ -1,7 +1,7 @@
 """The differential check of a gather against the oracle, shared by the gather tests.
 
 :func:`check_scenario` runs one :class:`GatherScenario` through the reference runner and
-compares everything SPEC §3 fixes: the mask (G1-G4), the rows (G5), the pieces as views
+compares everything SPEC G1-G10 fix: the mask (G1-G4), the rows (G5), the pieces as views
 with their modality (G6), misses (G7), no side effects on the cache (G8) or the arrays
 (G9), and agreement of the state-level call (G10). Requests skipped by G2 must not have
 their encoder outputs read, which an instrumented cache records.

@@ -1,4 +1,4 @@
-"""Reference states over toy models whose encoder calls are counted, for the §4/§5 tests."""
+"""Reference states over toy models whose encoder calls are counted, for the dummy-run (D1-D5) and real-path (R1-R4) tests."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ class KeywordOnlyGatherer:
 
 
 class PositionalGatherer:
-    """Conforms: accepts every argument by position too, in the order of SPEC §2."""
+    """Conforms: accepts every argument by position too, in the order the Protocol lists them."""
 
     def gather_mm_embeddings(
         self,

@@ -53,7 +53,7 @@ class ModeNotSupported(Exception):  # noqa: N818  # a refusal, not an error
 
 @dataclass
 class ConformanceContext:
-    """Everything a factory needs to build the object under test (SPEC §8).
+    """Everything a factory needs to build the object under test.
 
     ``model`` is a toy model the suite controls (realtime or not, see ``mode``);
     ``encoder_cache`` is the cache the suite fills before each call and inspects after

@@ -1,4 +1,4 @@
-"""An executable statement of the gather semantics (SPEC §3), one position at a time.
+"""An executable statement of the gather semantics (SPEC G1-G10), one position at a time.
 
 This is the independent side of every differential check: it walks every scheduled
 position of every request and asks, in the plainest terms, which feature covers it,

@@ -1,4 +1,4 @@
-"""The engine's per-request state that the suite hands to ``get_mm_embeddings`` (SPEC §2).
+"""The engine's per-request state that the suite hands to ``get_mm_embeddings`` as its ``req_states`` argument.
 
 vLLM's engine passes its own request-state object as the third argument. The contract
 reads nothing from it, so the suite passes a small read-only stand-in with the fields an

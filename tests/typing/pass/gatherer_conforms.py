@@ -34,6 +34,6 @@ def gather_through_protocol(gatherer: MMEmbeddingGatherer) -> None:
 
 
 def gather_through_reference(runner: EncoderRunner, counts: IntArray) -> None:
-    # The concrete class keeps the positional form of SPEC §2.
+    # The concrete class keeps the positional form the Protocol lists.
     result = runner.gather_mm_embeddings(["a"], 2, counts, counts, counts, counts, 0)
     assert_type(result, tuple[list[torch.Tensor], torch.Tensor])

@@ -1,4 +1,4 @@
-"""Dummy-run checks (SPEC §4): shape, one persistent buffer, no encoder and no cache,
+"""Dummy-run checks (SPEC D1-D5): shape, one persistent buffer, no encoder and no cache,
 no allocation, and over-size requests.
 
 A CUDA graph captured during a dummy run keeps reading the tensor it was given; these

@@ -1,4 +1,4 @@
-"""Bad-input checks (SPEC §6): malformed batches and features are rejected cleanly.
+"""Bad-input checks (SPEC E1-E3): malformed batches and features are rejected cleanly.
 
 For third-party targets E1 and E2 are SHOULD: a ``ValueError`` or ``TypeError`` is
 accepted. E3 is MUST: no other exception, no write to the cache or the buffer by a

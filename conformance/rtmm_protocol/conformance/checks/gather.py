@@ -1,4 +1,4 @@
-"""Gather checks (SPEC §3): the target against the oracle, one clause at a time.
+"""Gather checks (SPEC G1-G10): the target against the oracle, one clause at a time.
 
 Each check draws from a *family* of batches chosen so that only its own clause can make
 it fail: the window check uses prompts without masks or misses, the mask check one

@@ -1,4 +1,4 @@
-"""Real-path checks (SPEC §5): encoding the scheduled items once, merging into the buffer,
+"""Real-path checks (SPEC R1-R4): encoding the scheduled items once, merging into the buffer,
 and decode steps.
 
 Merged embeddings are compared with the tolerance of the run's dtype

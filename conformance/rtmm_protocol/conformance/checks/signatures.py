@@ -1,4 +1,4 @@
-"""Basic checks (SPEC §7): the factory builds, the Protocol's members exist, the
+"""Basic checks (SPEC T1-T3): the factory builds, the Protocol's members exist, the
 signatures are current, and the realtime marker is read the way the guard reads it.
 
 The first three are the prerequisites of every behavioural check: when one fails, the
@@ -138,7 +138,7 @@ def _signature_matches(run: CheckRun) -> None:
     if problems:
         raise CheckFailure(
             "method parameters differ from the Protocol's",
-            expected="the names, order and defaults of SPEC §2",
+            expected="the names, order and defaults of the Protocol's signature",
             seen="; ".join(str(p) for p in problems),
         )
 
