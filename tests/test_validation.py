@@ -144,7 +144,7 @@ _E1_CASES: list[tuple[str, _Breaker, str]] = [
     (
         "float array",
         lambda a: replace(a, prefill_lens=np.array([10.0, 4.0])),
-        r"prefill_lens must have an integer dtype, got float64",
+        r"prefill_lens must be a numpy integer array, got dtype float64",
     ),
     (
         "two-dimensional array",
@@ -532,10 +532,13 @@ def test_e3_runner_rejects_a_total_that_disagrees_with_query_start_loc_without_v
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        ({"num_computed_tokens": _i32(0)}, r"num_computed_tokens has shape \(1,\)"),
+        (
+            {"num_computed_tokens": _i32(0)},
+            r"num_computed_tokens has 1 entries, expected at least 2",
+        ),
         ({"num_scheduled_tokens": [3, 3]}, r"num_scheduled_tokens must be a numpy integer array"),
         ({"prefill_lens": np.array([9.0, 9.0])}, r"prefill_lens must be a numpy integer array"),
-        ({"query_start_loc": _i32(0, 3)}, r"query_start_loc has shape \(2,\)"),
+        ({"query_start_loc": _i32(0, 3)}, r"query_start_loc has 2 entries, expected at least 3"),
         ({"draft_lookahead": 1.0}, r"draft_lookahead must be an int, got 1.0"),
         (
             {"total_num_scheduled_tokens": "6"},
