@@ -17,6 +17,7 @@ from rtmm_protocol.conformance.check_run import Built, CheckRun
 from rtmm_protocol.conformance.gather_call import make_batch
 from rtmm_protocol.conformance.instruments import EncoderCallLog
 from rtmm_protocol.conformance.outcomes import CheckFailure
+from rtmm_protocol.conformance.request_states import request_states_for
 from rtmm_protocol.conformance.strategies import GatherScenario
 from rtmm_protocol.conformance.timeout import CheckInterrupted
 from rtmm_protocol.reference.input_batch import ReferenceInputBatch
@@ -48,7 +49,9 @@ class RealStep:
     def attempt(self) -> tuple[object, BaseException | None]:
         """Run the real path once; return its result, or the exception it raised."""
         try:
-            return self.built.target.get_mm_embeddings(self.scheduled, self.batch), None  # type: ignore[attr-defined]
+            target = self.built.target
+            states = request_states_for(self.batch)
+            return target.get_mm_embeddings(self.scheduled, self.batch, states), None  # type: ignore[attr-defined]
         except CheckInterrupted:
             raise
         except Exception as error:
@@ -61,6 +64,7 @@ class RealStep:
             self.built.target.get_mm_embeddings,  # type: ignore[attr-defined]  # a ModelState
             self.scheduled,
             self.batch,
+            request_states_for(self.batch),
         )
         if not isinstance(result, torch.Tensor):
             raise CheckFailure(

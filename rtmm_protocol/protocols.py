@@ -7,7 +7,7 @@ fields and properties all satisfy them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -143,6 +143,13 @@ class ModelState(Protocol):
         self,
         scheduled_encoder_inputs: Mapping[str, Sequence[int]],
         input_batch: InputBatch,
+        req_states: Any,
     ) -> torch.Tensor | None:
-        """Encode, gather and merge into the persistent buffer; return its first rows."""
+        """Encode, gather and merge into the persistent buffer; return its first rows.
+
+        ``req_states`` is the engine's own per-request state, passed through as vLLM's
+        engine passes it; the contract reads nothing from it. It has no default here, so
+        an implementation whose parameter has none conforms, and it is typed ``Any``, so an
+        implementation annotated with its engine's request-state class conforms too.
+        """
         ...

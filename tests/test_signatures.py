@@ -235,7 +235,7 @@ class _MethodKinds:
     def gather_mm_embeddings(cls, input_batch: object, draft_lookahead: int = 0) -> None:
         return None
 
-    get_mm_embeddings = _Base.method  # wrong names: value, draft_lookahead
+    get_mm_embeddings = _Base.method  # wrong names: value, draft_lookahead; no req_states
 
 
 def test_static_and_class_methods_are_read_without_self() -> None:
@@ -254,6 +254,7 @@ def test_static_and_class_methods_are_read_without_self() -> None:
             "a parameter named input_batch at position 2 (after self)",
             "one named draft_lookahead",
         ),
+        ("req_states", "a parameter named req_states", "no such parameter"),
     ]
 
 
@@ -293,7 +294,9 @@ class _AttributesInInit:
     def gather_mm_embeddings(self, input_batch: object, draft_lookahead: int = 0) -> None:
         return None
 
-    def get_mm_embeddings(self, scheduled_encoder_inputs: object, input_batch: object) -> None:
+    def get_mm_embeddings(
+        self, scheduled_encoder_inputs: object, input_batch: object, req_states: object
+    ) -> None:
         return None
 
 

@@ -17,6 +17,7 @@ from rtmm_protocol.conformance.check_run import Built, CheckRun
 from rtmm_protocol.conformance.gather_call import describe_error, load_scenario, make_batch
 from rtmm_protocol.conformance.outcomes import CheckFailure
 from rtmm_protocol.conformance.registry import check
+from rtmm_protocol.conformance.request_states import request_states_for
 from rtmm_protocol.conformance.snapshots import CacheSnapshot, tensor_changes
 from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
 from rtmm_protocol.conformance.timeout import CheckInterrupted
@@ -95,7 +96,7 @@ def _batch_call(
         batch = replace(make_batch(scenario, run.device), **changes)  # type: ignore[arg-type]
         target = built.target
         if real_path:
-            return target.get_mm_embeddings({}, batch)  # type: ignore[attr-defined]
+            return target.get_mm_embeddings({}, batch, request_states_for(batch))  # type: ignore[attr-defined]
         return target.gather_mm_embeddings(batch, draft_lookahead=lookahead)  # type: ignore[attr-defined]
 
     return call
@@ -342,7 +343,8 @@ def _no_truncation(run: CheckRun) -> None:
             built.cache.add_request("b", [])
         for what, batch in _oversize_batches(run, top):
             try:
-                value = built.target.get_mm_embeddings({}, batch)  # type: ignore[attr-defined]
+                states = request_states_for(batch)
+                value = built.target.get_mm_embeddings({}, batch, states)  # type: ignore[attr-defined]
             except Exception:
                 continue
             rows = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__

@@ -123,8 +123,13 @@ class ReferenceModelState:
         self,
         scheduled_encoder_inputs: Mapping[str, Sequence[int]],
         input_batch: InputBatch,
+        req_states: object = None,
     ) -> torch.Tensor | None:
-        """Encode, gather, merge into the buffer; return ``buffer[:num_tokens_after_padding]``."""
+        """Encode, gather, merge into the buffer; return ``buffer[:num_tokens_after_padding]``.
+
+        ``req_states`` (the engine's per-request state) is accepted and ignored: everything
+        the step needs is in the batch and the encoder cache.
+        """
         if self.inputs_embeds is None:
             return None
         num_tokens = int(input_batch.num_tokens)

@@ -356,6 +356,7 @@ class FaultyModelState(ReferenceModelState):
         self,
         scheduled_encoder_inputs: Mapping[str, Sequence[int]],
         input_batch: InputBatch,
+        req_states: object = None,
     ) -> torch.Tensor | None:
         """The real path, with this state's fault."""
         fault = self.fault
@@ -364,7 +365,7 @@ class FaultyModelState(ReferenceModelState):
         too_big = int(input_batch.num_tokens_after_padding) > self.max_num_tokens
         if fault == "oversize-batch-clamps" and too_big and self.inputs_embeds is not None:
             return self.inputs_embeds[: self.max_num_tokens]  # "the rest did not fit"
-        result = super().get_mm_embeddings(scheduled_encoder_inputs, input_batch)
+        result = super().get_mm_embeddings(scheduled_encoder_inputs, input_batch, req_states)
         if result is None:
             return None
         if fault in ("merges-by-replacing", "skips-decode-merge"):

@@ -183,7 +183,10 @@ class TextOnlyState:
         return _no_rows(input_batch.num_tokens)
 
     def get_mm_embeddings(
-        self, scheduled_encoder_inputs: Mapping[str, Sequence[int]], input_batch: InputBatch
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+        req_states: object = None,
     ) -> torch.Tensor | None:
         return None
 
@@ -227,7 +230,10 @@ class BufferState:
         return _no_rows(input_batch.num_tokens)
 
     def get_mm_embeddings(
-        self, scheduled_encoder_inputs: Mapping[str, Sequence[int]], input_batch: InputBatch
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+        req_states: object = None,
     ) -> torch.Tensor:
         return self._buffer[: input_batch.num_tokens_after_padding]
 
@@ -246,6 +252,46 @@ class NoLookaheadDefaultState(TextOnlyState):
         self, input_batch: InputBatch, draft_lookahead: int
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
         return _no_rows(input_batch.num_tokens)
+
+
+class EngineRequestStates:
+    """An engine's own per-request state class, as an engine would pass it."""
+
+    def __init__(self) -> None:
+        self.req_id_to_index: dict[str, int] = {}
+
+
+class RequiredRequestStatesState(TextOnlyState):
+    """Conforms: ``req_states`` without a default, as an engine's subclass declares it."""
+
+    def get_mm_embeddings(  # type: ignore[override]  # drops the base's default
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+        req_states: object,
+    ) -> torch.Tensor | None:
+        return None
+
+
+class TypedRequestStatesState(TextOnlyState):
+    """Conforms: ``req_states`` annotated with the engine's own request-state class."""
+
+    def get_mm_embeddings(  # type: ignore[override]  # narrower than the base's object
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+        req_states: EngineRequestStates,
+    ) -> torch.Tensor | None:
+        return None
+
+
+class NoRequestStatesState(TextOnlyState):
+    """Lacks the ``req_states`` argument that engines pass (every check)."""
+
+    def get_mm_embeddings(  # type: ignore[override]
+        self, scheduled_encoder_inputs: Mapping[str, Sequence[int]], input_batch: InputBatch
+    ) -> torch.Tensor | None:
+        return None
 
 
 class NeitherStateNorGatherer:

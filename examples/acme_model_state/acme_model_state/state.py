@@ -174,8 +174,12 @@ class AcmeModelState:
         self,
         scheduled_encoder_inputs: Mapping[str, Sequence[int]],
         input_batch: InputBatch,
+        req_states: object = None,
     ) -> torch.Tensor | None:
-        """Encode, gather, merge through the model into the buffer; return its first rows."""
+        """Encode, gather, merge through the model into the buffer; return its first rows.
+
+        ``req_states`` is the engine's per-request state; this state needs nothing from it.
+        """
         if self._buffer is None:
             return None
         num_tokens = int(input_batch.num_tokens)

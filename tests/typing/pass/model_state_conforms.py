@@ -37,7 +37,7 @@ def use(state: ModelState) -> None:
     assert_type(state.gather_mm_embeddings(batch), Gathered)
     assert_type(state.gather_mm_embeddings(batch, 1), Gathered)
     assert_type(state.gather_mm_embeddings(batch, draft_lookahead=1), Gathered)
-    assert_type(state.get_mm_embeddings({"a": [0]}, batch), torch.Tensor | None)
+    assert_type(state.get_mm_embeddings({"a": [0]}, batch, None), torch.Tensor | None)
     assert_type(state.is_realtime, bool)
     assert_type(state.hidden_size, int)
     assert_type(state.dtype, torch.dtype)
