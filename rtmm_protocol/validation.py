@@ -361,7 +361,8 @@ def _explain(
             raise ValueError(
                 f"query_start_loc steps must equal num_scheduled_tokens: request {i} "
                 f"({req_ids[i]!r}) has query_start_loc[{i + 1}] - query_start_loc[{i}] = "
-                f"{step} but num_scheduled_tokens[{i}] = {scheduled[i]}"
+                f"{starts[i + 1]} - {starts[i]} = {step} but num_scheduled_tokens[{i}] = "
+                f"{scheduled[i]}"
             )
     if total != starts[num_reqs]:
         raise ValueError(
