@@ -11,7 +11,7 @@ result against that expectation exactly.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -219,8 +219,11 @@ def _scheduled_items(world: FuzzWorld, scheduled: object) -> list[MultiModalFeat
         listed = world.cache.mm_features.get(req_id) if isinstance(req_id, str) else None
         if listed is None:
             return "scheduled_encoder_inputs names an unknown request"
-        if isinstance(indices, (str, bytes)) or not isinstance(indices, Sequence):
-            return "scheduled_encoder_inputs holds a non-sequence"
+        # Any collection of indices will do (a list, a tuple, a set, a 1-D integer array).
+        if isinstance(indices, (str, bytes, Mapping)) or not isinstance(indices, Collection):
+            return "scheduled_encoder_inputs holds something other than a collection of indices"
+        if isinstance(indices, np.ndarray) and indices.ndim != 1:
+            return "scheduled_encoder_inputs holds an array that is not 1-D"
         for index in indices:
             k = _exact_int(index)
             if k is None or not 0 <= k < len(listed):
