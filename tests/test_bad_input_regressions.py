@@ -206,8 +206,9 @@ def test_class1_batch_errors_leave_runner_and_state_usable(validate: bool) -> No
             ValueError, match=r"query_start_loc|num_computed_tokens|draft_lookahead"
         ):
             call.run(runner)
-        with pytest.raises(ValueError, match=r"query_start_loc|num_computed_tokens|num_tokens"):
-            state.get_mm_embeddings({}, _batch(call), None)
+        if not call.draft_lookahead:  # the real path has no look-ahead
+            with pytest.raises(ValueError, match=r"query_start_loc|num_computed_tokens"):
+                state.get_mm_embeddings({}, _batch(call), None)
         _assert_valid_gather_is_exact(runner, cache)
         _assert_real_path_is_exact(state, cache)
 
