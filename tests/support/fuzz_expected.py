@@ -41,6 +41,10 @@ class Expected:
 
     illegal: str | None = None
     dubious: str | None = None
+    #: Identifiers whose outputs the call needs and the cache lacks (SPEC G7), known
+    #: even for a call that is illegal for another reason (a bad token id, say): the
+    #: G7 error for one of them is a clean error too.
+    misses: tuple[str, ...] = ()
     oracle: OracleResult | None = None
     outputs: dict[str, torch.Tensor] | None = None
     merged: torch.Tensor | None = None
@@ -258,6 +262,7 @@ def expected_result(target: Target, world: FuzzWorld, inputs: StepInputs) -> Exp
         return Expected(illegal="num_reqs disagrees with req_ids")
     outputs: dict[str, object] = dict(world.cache.encoder_outputs)
     padded = 0
+    late: str | None = None  # illegal for a reason the gather does not see
     if target == "real":
         padded_or_none = _exact_int(inputs.num_tokens_after_padding)
         if padded_or_none is None or not batch.total <= padded_or_none <= world.max_num_tokens:
@@ -272,10 +277,11 @@ def expected_result(target: Target, world: FuzzWorld, inputs: StepInputs) -> Exp
             or ids.dtype == torch.bool
             or ids.shape[0] < batch.total
         ):
-            return Expected(illegal="input_ids is not a 1-D integer tensor of num_tokens ids")
-        head = ids[: batch.total]
-        if head.numel() and (int(head.min()) < 0 or int(head.max()) >= world.model.vocab_size):
-            return Expected(illegal="input_ids holds ids outside the vocabulary")
+            late = "input_ids is not a 1-D integer tensor of num_tokens ids"
+        else:
+            head = ids[: batch.total]
+            if head.numel() and (int(head.min()) < 0 or int(head.max()) >= world.model.vocab_size):
+                late = "input_ids holds ids outside the vocabulary"
         items = _scheduled_items(world, inputs.scheduled_encoder_inputs)
         if isinstance(items, str):
             return Expected(illegal=items)
@@ -289,6 +295,8 @@ def expected_result(target: Target, world: FuzzWorld, inputs: StepInputs) -> Exp
     if isinstance(answer, str):
         return Expected(illegal=answer)
     oracle, used, unread = answer
+    if late is not None:
+        return Expected(illegal=late, misses=tuple(i for i, _ in oracle.missing))
     expected = Expected(
         dubious=dubious or unread,
         oracle=oracle,

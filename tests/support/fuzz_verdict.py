@@ -86,7 +86,7 @@ def _judge_call(
             return Verdict("bad", f"G7 error names none of {oracle.missing}: {error}")
         if expected.illegal is None and expected.dubious is None:
             return Verdict("bad", f"G7 error for a legal call without a miss: {error}")
-        if _names_field(error, fields):
+        if _names_field(error, (*fields, *expected.misses)):
             return Verdict("error")
         return Verdict("bad", f"G7 error that names no field: {error}")
     except (ValueError, TypeError) as error:
