@@ -90,7 +90,8 @@ def check_size(name: str, value: object, *, minimum: int = 1, maximum: int | Non
     """
     size = require_int(name, value)
     if size < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {size}")
+        bound = "positive" if minimum == 1 else f">= {minimum}"
+        raise ValueError(f"{name} must be {bound}, got {size}")
     if maximum is not None and size > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {size}")
     return size
