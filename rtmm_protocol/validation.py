@@ -55,6 +55,7 @@ MAX_POSITION: Final = (1 << 40) - 2
 
 _I64 = npt.NDArray[np.int64]
 _INT64_MAX: Final = int(np.iinfo(np.int64).max)
+_INT64 = np.dtype(np.int64)
 # Up to this many requests, the checks run on the arrays' lists (each numpy call costs
 # about a microsecond whatever its size, a Python pass over a short list less).
 _SMALL = 48
@@ -158,32 +159,41 @@ class CheckedBatch(NamedTuple):
     max_scheduled: int
 
 
-def _int64_array(name: str, value: object, num_reqs: int, *, exact: bool) -> _I64:
-    """The entries of an integer array the gather reads, as ``int64`` (values unchecked).
+def _int64_array(name: str, value: object, needed: int, exact: bool) -> _I64:
+    """The first ``needed`` entries of an integer array, as ``int64``.
 
-    ``query_start_loc`` has ``num_reqs + 1`` of them, the others ``num_reqs``; longer
-    arrays are accepted unless ``exact``. A ``uint64`` value beyond the ``int64`` range
-    wraps here; the value checks that follow see it as negative and report it as given.
+    Longer arrays are accepted unless ``exact``. A ``uint64`` array is checked to fit
+    ``int64`` first, so no value wraps; its other values are checked by the caller.
     """
     if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
         raise ValueError(f"{name} must be a numpy integer array, got {type(value).__name__}")
     dtype = value.dtype
+    if value.ndim == 1 and value.shape[0] == needed:  # the common cases, decided quickly
+        if dtype is _INT64:
+            return value
+        if dtype.kind == "i":
+            return value.astype(_INT64)
     if dtype.kind not in "iu":
         raise ValueError(f"{name} must be a numpy integer array, got dtype {dtype}")
     if value.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {value.shape}")
-    needed = num_reqs + 1 if name == "query_start_loc" else num_reqs
     length = value.shape[0]
     if length != needed:
         if exact or length < needed:
             expected = f"{needed}" if exact else f"at least {needed}"
+            requests = needed - 1 if name == "query_start_loc" else needed
             raise ValueError(
-                f"{name} has {length} entries, expected {expected} for {num_reqs} requests"
+                f"{name} has {length} entries, expected {expected} for {requests} requests"
             )
         value = value[:needed]
-    if dtype == np.int64:
+    if dtype == _INT64:
         return value
-    return value.astype(np.int64)
+    if dtype.kind == "u" and dtype.itemsize == 8 and needed and int(value.max()) > _INT64_MAX:
+        i = int(value.argmax())
+        raise ValueError(
+            f"{name}[{i}] = {int(value[i])} is beyond the int64 range the gather computes in"
+        )
+    return value.astype(_INT64)
 
 
 def _request_count(req_ids: object) -> int:
@@ -215,18 +225,21 @@ def check_batch(
       that many (engines keep them padded; only the first entries are read);
     - ``total_num_scheduled_tokens`` and ``draft_lookahead`` are integers (``int`` or a
       numpy integer), the look-ahead non-negative;
-    - counts are non-negative, ``query_start_loc`` starts at 0 and steps by
-      ``num_scheduled_tokens``, and ends at ``total_num_scheduled_tokens``;
+    - scheduled and computed counts are non-negative, ``query_start_loc`` starts at 0,
+      steps by ``num_scheduled_tokens`` and ends at ``total_num_scheduled_tokens``;
     - every window, ``num_computed_tokens + draft_lookahead`` plus the scheduled tokens,
       ends at or before ``max_position + 1``.
 
     Values are compared exactly (no float casts, no overflow), so ``uint64`` arrays and
     ``draft_lookahead=2**63`` get an answer, not a numpy error. Raises ``ValueError``
     naming the field and the value. What it leaves to :func:`check_gather_args`: the
-    request ids themselves, and arrays longer than needed.
+    request ids themselves, arrays longer than needed, and negative ``prefill_lens``
+    (a gather reads one as an empty prompt, which is well defined).
     """
-    num_reqs = _request_count(req_ids)
-    lookahead = require_int("draft_lookahead", draft_lookahead)
+    num_reqs = len(req_ids) if type(req_ids) is list else _request_count(req_ids)
+    lookahead = draft_lookahead if type(draft_lookahead) is int else None
+    if lookahead is None:
+        lookahead = require_int("draft_lookahead", draft_lookahead)
     if not 0 <= lookahead <= max_position + 1:
         if lookahead < 0:
             # A negative look-ahead would shift windows before the computed tokens.
@@ -235,16 +248,18 @@ def check_batch(
             f"draft_lookahead={lookahead} reaches past the largest supported position "
             f"({max_position})"
         )
-    total = require_int("total_num_scheduled_tokens", total_num_scheduled_tokens)
-    scheduled = _int64_array("num_scheduled_tokens", num_scheduled_tokens, num_reqs, exact=True)
-    starts_at = _int64_array("query_start_loc", query_start_loc, num_reqs, exact=False)
-    prefill = _int64_array("prefill_lens", prefill_lens, num_reqs, exact=False)
-    computed = _int64_array("num_computed_tokens", num_computed_tokens, num_reqs, exact=False)
+    total = total_num_scheduled_tokens if type(total_num_scheduled_tokens) is int else None
+    if total is None:
+        total = require_int("total_num_scheduled_tokens", total_num_scheduled_tokens)
+    scheduled = _int64_array("num_scheduled_tokens", num_scheduled_tokens, num_reqs, True)
+    starts_at = _int64_array("query_start_loc", query_start_loc, num_reqs + 1, False)
+    prefill = _int64_array("prefill_lens", prefill_lens, num_reqs, False)
+    computed = _int64_array("num_computed_tokens", num_computed_tokens, num_reqs, False)
     limit = max_position + 1 - lookahead  # the largest window end before the look-ahead
     if num_reqs <= _SMALL:
-        extremes = _small_batch_extremes(total, scheduled, starts_at, prefill, computed, limit)
+        extremes = _small_batch_extremes(total, scheduled, starts_at, computed, limit)
     else:
-        extremes = _large_batch_extremes(total, scheduled, starts_at, prefill, computed, limit)
+        extremes = _large_batch_extremes(total, scheduled, starts_at, computed, limit)
     if extremes is None:
         _explain(
             req_ids,
@@ -271,7 +286,7 @@ def check_batch(
 
 
 def _small_batch_extremes(
-    total: int, scheduled: _I64, starts_at: _I64, prefill: _I64, computed: _I64, limit: int
+    total: int, scheduled: _I64, starts_at: _I64, computed: _I64, limit: int
 ) -> tuple[int, int] | None:
     """The value checks of :func:`check_batch` on Python lists (exact, no overflow).
 
@@ -282,7 +297,7 @@ def _small_batch_extremes(
         return (0, 0) if starts_at[0] == 0 and total == 0 else None
     computed_list: list[int] = computed.tolist()
     fewest, most = min(counts), max(counts)
-    if fewest < 0 or min(computed_list) < 0 or min(prefill.tolist()) < 0:
+    if fewest < 0 or min(computed_list) < 0:
         return None
     if most + max(computed_list) > limit and (
         max(map(operator.add, computed_list, counts)) > limit
@@ -295,7 +310,7 @@ def _small_batch_extremes(
 
 
 def _large_batch_extremes(
-    total: int, scheduled: _I64, starts_at: _I64, prefill: _I64, computed: _I64, limit: int
+    total: int, scheduled: _I64, starts_at: _I64, computed: _I64, limit: int
 ) -> tuple[int, int] | None:
     """The value checks of :func:`check_batch` as whole-array operations.
 
@@ -305,7 +320,7 @@ def _large_batch_extremes(
     """
     fewest, most = int(scheduled.min()), int(scheduled.max())
     first, last = int(computed.min()), int(computed.max())
-    if fewest < 0 or first < 0 or most > limit or last > limit or int(prefill.min()) < 0:
+    if fewest < 0 or first < 0 or most > limit or last > limit:
         return None
     if most + last > limit and int((computed + scheduled).max()) > limit:
         return None
@@ -323,10 +338,9 @@ def _explain(
     max_position: int,
     **arrays: object,
 ) -> None:
-    """Raise the ``ValueError`` for the first inconsistency, read from the original arrays.
+    """Raise the ``ValueError`` for the first inconsistency, read from the caller's arrays.
 
-    Called only once a check has failed, so it may be slow; it reads the caller's arrays
-    as Python ints, so a ``uint64`` value is reported as given.
+    Called only once a check has failed, so it may be slow.
     """
     num_reqs = len(req_ids)
     values: dict[str, list[int]] = {}
@@ -334,15 +348,10 @@ def _explain(
         assert isinstance(array, np.ndarray)  # checked by _int64_array
         needed = num_reqs + 1 if name == "query_start_loc" else num_reqs
         values[name] = [int(v) for v in array[:needed].tolist()]
-    for name in ("num_scheduled_tokens", "prefill_lens", "num_computed_tokens"):
+    for name in ("num_scheduled_tokens", "num_computed_tokens"):
         listed = values[name]
         if listed and min(listed) < 0:
             raise ValueError(f"{name} must be non-negative, got minimum {min(listed)}")
-        if listed and max(listed) > _INT64_MAX:
-            i = listed.index(max(listed))
-            raise ValueError(
-                f"{name}[{i}] = {listed[i]} is beyond the int64 range the gather computes in"
-            )
     scheduled = values["num_scheduled_tokens"]
     computed = values["num_computed_tokens"]
     for i, (start, count) in enumerate(zip(computed, scheduled, strict=True)):
@@ -424,11 +433,10 @@ def check_gather_args(
             )
     if len(set(req_ids)) != num_reqs:
         raise ValueError(f"req_ids holds duplicates: {list(req_ids)!r}")
-    for name, array in (
-        ("prefill_lens", prefill_lens),
-        ("num_computed_tokens", num_computed_tokens),
-    ):
-        _int64_array(name, array, num_reqs, exact=True)
+    prefill = _int64_array("prefill_lens", prefill_lens, num_reqs, True)
+    _int64_array("num_computed_tokens", num_computed_tokens, num_reqs, True)
+    if num_reqs and int(prefill.min()) < 0:
+        raise ValueError(f"prefill_lens must be non-negative, got minimum {int(prefill.min())}")
     return check_batch(
         req_ids,
         total_num_scheduled_tokens,
