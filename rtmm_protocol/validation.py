@@ -37,6 +37,7 @@ __all__ = [
     "check_batch",
     "check_batch_bounds",
     "check_buffer_size",
+    "check_device",
     "check_encoder_output",
     "check_feature_list",
     "check_gather_args",
@@ -111,23 +112,32 @@ def _device_memory(device: torch.device) -> int | None:
     return None
 
 
+def check_device(name: str, device: torch.device) -> None:
+    """Refuse the meta device for something that must hold data."""
+    if device.type == "meta":
+        raise ValueError(f"{name} must be a device that holds data, got {device}")
+
+
 def check_buffer_size(
-    name: str, rows: int, hidden_size: int, dtype: torch.dtype, device: torch.device
+    name: str,
+    value: int,
+    rows: int,
+    hidden_size: int,
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> None:
     """Refuse a ``(rows, hidden_size)`` buffer larger than the device's whole memory.
 
-    Such a request can never be met; without this check the allocator is asked for it
-    (terabytes, for a mistyped ``max_num_tokens``) and fails with a message that names
-    neither the argument nor its value.
+    ``name=value`` is the argument that asked for it. Such a request can never be met;
+    without this check the allocator is asked anyway (terabytes, for a mistyped
+    ``max_num_tokens``) and fails with a message that names neither.
     """
-    if device.type == "meta":
-        raise ValueError(f"{name}: a buffer on the meta device holds no data; got device meta")
     needed = rows * hidden_size * dtype.itemsize
     available = _device_memory(device)
     if available is not None and needed > available:
         raise ValueError(
-            f"{name}={rows} with hidden_size={hidden_size} and dtype {dtype} needs a buffer of "
-            f"{needed} bytes, more than the {available} bytes of device {device}"
+            f"{name}={value} asks for a buffer of {rows} rows of hidden_size={hidden_size} "
+            f"({dtype}): {needed} bytes, more than the {available} bytes of device {device}"
         )
 
 
@@ -484,10 +494,11 @@ def check_input_batch(
         input_ids = input_batch.input_ids
         if not isinstance(input_ids, torch.Tensor):
             raise ValueError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
-        if input_ids.dim() == 0 or input_ids.shape[0] < num_tokens:
+        if input_ids.dim() == 0:
+            raise ValueError("input_ids must have one entry per token, got a 0-d tensor")
+        if input_ids.shape[0] < num_tokens:
             raise ValueError(
-                f"input_ids has shape {tuple(input_ids.shape)}, fewer than "
-                f"num_tokens={num_tokens} entries"
+                f"input_ids has {input_ids.shape[0]} entries, fewer than num_tokens={num_tokens}"
             )
     check = check_gather_args if validate else _check_batch_unvalidated
     return check(
