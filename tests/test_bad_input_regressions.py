@@ -538,6 +538,44 @@ def test_class8_state_refuses_sizes_no_allocator_can_give(argument: str, value: 
         )
 
 
+@pytest.mark.parametrize(
+    ("argument", "value", "pattern"),
+    [
+        ("max_num_tokens", 2**40, r"max_num_tokens=1099511627776 asks for a buffer"),
+        ("arena_rows", 2**42, r"arena_rows=4398046511104 asks for a buffer"),
+        ("arena_rows", 1.5, r"arena_rows must be an int, got 1.5"),
+        ("device", "meta", r"device must be a device that holds data, got meta"),
+    ],
+    ids=str,
+)
+def test_class8_runner_refuses_an_arena_or_device_no_allocator_can_give(
+    argument: str, value: object, pattern: str
+) -> None:
+    arguments: dict[str, Any] = {"max_num_tokens": MAX, "device": "cpu", argument: value}
+    with pytest.raises(ValueError, match=pattern):
+        EncoderRunner(
+            model_for(False, HIDDEN),
+            arguments.pop("max_num_tokens"),
+            HIDDEN,
+            _cache(),
+            torch.float32,
+            arguments.pop("device"),
+            **arguments,
+        )
+
+
+def test_class8_state_refuses_the_meta_device() -> None:
+    with pytest.raises(ValueError, match=r"device must be a device that holds data, got meta"):
+        ReferenceModelState(
+            ToyReplaceModel(HIDDEN),
+            _cache(),
+            hidden_size=HIDDEN,
+            max_num_tokens=MAX,
+            dtype=torch.float32,
+            device="meta",
+        )
+
+
 def test_class8_numpy_integer_sizes_are_accepted() -> None:
     cache = EncoderCache(hidden_size=np.int64(HIDDEN))
     for req_id, features in _good_features().items():
