@@ -9,7 +9,7 @@ recomputed eagerly for comparison.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -104,23 +104,23 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
         for request in (*scenario.requests, *scenario.extra_requests):
             features = []
             for position, spec in enumerate(request.features):
-                feature = spec.build()
                 inputs = make_input_features(
                     _input_seed(run.settings.seed, spec.identifier),
                     spec.num_embeds,
                     model.feature_dim,
                     device=run.device,
                 )
-                feature.data = {"input_features": inputs}
+                data: dict[str, torch.Tensor] | None = {"input_features": inputs}
                 if spec.cached:
-                    output = model.embed_multimodal(**feature.data)[0]
+                    output = model.embed_multimodal(input_features=inputs)[0]
                     cache.encoder_outputs[spec.identifier] = output.to(run.settings.dtype)
                     step.precached.add(spec.identifier)
                     if no_data and position % 2 == 1:
-                        feature.data = None
-                if feature.data is not None:
+                        data = None
+                if data is not None:
                     step.inputs[spec.identifier] = inputs
-                features.append(feature)
+                # Features are frozen values: the encoder input goes in as a new one.
+                features.append(replace(spec.build(), data=data))
             cache.add_request(request.req_id, features)
             if request.req_id in batch_ids and features:
                 step.scheduled[request.req_id] = list(range(len(features)))

@@ -9,13 +9,17 @@ from rtmm_protocol.placeholder import PlaceholderRange
 __all__ = ["MultiModalFeature"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class MultiModalFeature:
     """An image, audio chunk or other item placed at ``mm_position`` in its request.
 
     ``identifier`` keys the item's encoder output in the :class:`EncoderCache`.
     ``data`` is the encoder input: a mapping passed to ``model.embed_multimodal(**data)``,
     or ``None`` when the output is provided some other way (for example precomputed).
+
+    A feature is a frozen value (SPEC C1): to change one, build a new one
+    (``dataclasses.replace(feature, data=...)``) and put it in the request's list.
+    States may then keep what they derive from a feature for as long as they hold it.
     """
 
     identifier: str

@@ -56,7 +56,7 @@ def _allocator_stats(device: torch.device) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_buffers_live_on_the_device_and_the_mask_is_staged_in_pinned_memory(
+def test_buffers_live_on_the_device_and_the_indices_are_staged_in_pinned_memory(
     cuda_device: torch.device, dtype: torch.dtype
 ) -> None:
     state, _, _ = make_state(
@@ -67,12 +67,15 @@ def test_buffers_live_on_the_device_and_the_mask_is_staged_in_pinned_memory(
         view = state.dummy_inputs_embeds(n)
         assert view is not None
         assert (view.device.type, view.dtype, tuple(view.shape)) == ("cuda", dtype, (n, HIDDEN))
-    staging = state._mask_staging
-    assert staging is not None
-    assert staging.is_pinned()
-    assert staging.device.type == "cpu"
-    assert state._mask_device is not None
-    assert state._mask_device.device.type == "cuda"
+    for staging in (state._mask_staging, state._index_staging):
+        assert staging is not None
+        assert staging.is_pinned()
+        assert staging.device.type == "cpu"
+        assert staging.shape == (MAX,)
+    for fixed in (state._mask_device, state._index_device, state._rows):
+        assert fixed is not None
+        assert fixed.device.type == "cuda"
+    assert state.encoder_runner.arena.storage.device.type == "cuda"
 
 
 @pytest.mark.parametrize("realtime", [False, True])

@@ -1,9 +1,9 @@
 """The gather plan against the position-by-position oracle (SPEC §3).
 
 ``plan_mm_gather`` is checked on everything a plan exposes: the mask, the slots, the
-rows (from a plain cache, a pooled cache and a pool mirroring a plain cache) and the
-pieces as views. Decode sequences run the same runner step after step, so the
-per-request cursors and the remembered pool locations are exercised as engines use them.
+rows (from outputs the runner stored in its arena, and from outputs assigned to the
+cache directly, which the arena mirrors) and the pieces as views. Decode sequences run
+the same runner step after step, as engines use it.
 """
 
 from __future__ import annotations
@@ -35,12 +35,7 @@ from rtmm_protocol.conformance.strategies import (
     encoder_output_for,
     gather_scenarios,
 )
-from rtmm_protocol.reference import (
-    EncoderOutputPool,
-    EncoderRunner,
-    MMGatherPlan,
-    PooledEncoderCache,
-)
+from rtmm_protocol.reference import ArenaFullError, EncoderRunner, MMGatherPlan
 from rtmm_protocol.types import IntArray
 
 _INT_DTYPES = st.sampled_from([np.int32, np.int64])
@@ -52,10 +47,9 @@ def _runner(
     realtime: bool,
     *,
     validate: bool = False,
-    pool: EncoderOutputPool | None = None,
-    cursors: bool = False,
+    arena_rows: int | None = None,
 ) -> EncoderRunner:
-    runner = EncoderRunner(
+    return EncoderRunner(
         model_for(realtime, scenario.hidden_size),
         max(1, scenario.num_tokens),
         scenario.hidden_size,
@@ -63,28 +57,23 @@ def _runner(
         torch.float32,
         "cpu",
         validate=validate,
-        output_pool=pool,
+        arena_rows=arena_rows,
     )
-    if cursors:  # check remembered features from the first window on
-        runner.planner.cursor_min_windows = 0
-    return runner
 
 
 def _output_rows(scenario: GatherScenario) -> int:
-    """Rows of all the scenario's outputs: a pool this size holds every one."""
+    """Rows of all the scenario's outputs: an arena this size holds every one."""
     return max(1, sum(f.num_embeds for r in scenario.requests for f in r.features))
 
 
-def _pooled_cache(scenario: GatherScenario) -> PooledEncoderCache:
-    """The scenario in a pooled cache, outputs stored through ``put_encoder_output``."""
-    cache = PooledEncoderCache(_output_rows(scenario), scenario.hidden_size)
+def _stored(scenario: GatherScenario, runner: EncoderRunner) -> None:
+    """Put the scenario's cached outputs into the runner's arena, as its encoder would."""
+    cache = runner.encoder_cache
     for request in (*scenario.requests, *scenario.extra_requests):
-        cache.add_request(request.req_id, [f.build() for f in request.features])
         for spec in request.features:
             if spec.cached:
                 output = encoder_output_for(spec.identifier, spec.num_embeds, scenario.hidden_size)
-                cache.put_encoder_output(spec.identifier, output)
-    return cache
+                cache.encoder_outputs[spec.identifier] = runner.arena.store(spec.identifier, output)
 
 
 def _expected(
@@ -197,17 +186,19 @@ def test_plan_matches_oracle(
     scenario=gather_scenarios(max_requests=6, max_scheduled=1, max_features=6),
     realtime=st.booleans(),
     steps=st.integers(2, 8),
-    pooled=st.booleans(),
+    stored=st.booleans(),
 )
-def test_decode_steps_with_cursors_match_oracle(
-    scenario: GatherScenario, realtime: bool, steps: int, pooled: bool
+def test_decode_steps_match_oracle(
+    scenario: GatherScenario, realtime: bool, steps: int, stored: bool
 ) -> None:
     """One runner over consecutive decode steps, the batch reordered now and then."""
-    cache: EncoderCache = _pooled_cache(scenario) if pooled else scenario.build_cache()
-    runner = _runner(scenario, cache, realtime, cursors=True)
+    cache = scenario.build_cache()
+    runner = _runner(scenario, cache, realtime)
+    if stored:
+        _stored(scenario, runner)
     req_ids, arrays = scenario.req_ids, scenario.arrays()
     for step in range(steps):
-        if step % 3 == 2:  # the same requests in another order: cursors now point elsewhere
+        if step % 3 == 2:  # the same requests in another order
             req_ids, arrays = _reordered(req_ids, arrays, list(reversed(range(len(req_ids)))))
         _check_step(
             runner,
@@ -221,10 +212,15 @@ def test_decode_steps_with_cursors_match_oracle(
 
 @settings(max_examples=example_budget(ci=300, dev=40))
 @given(scenario=gather_scenarios(), realtime=st.booleans())
-def test_pooled_cache_plan_matches_oracle(scenario: GatherScenario, realtime: bool) -> None:
-    cache = _pooled_cache(scenario)
-    runner = _runner(scenario, cache, realtime)
-    assert runner.output_pool is cache.output_pool
+def test_outputs_stored_in_the_arena_match_oracle(scenario: GatherScenario, realtime: bool) -> None:
+    """Outputs the runner encoded: the cache holds the arena's views, rows come from it."""
+    cache = scenario.build_cache()
+    runner = _runner(scenario, cache, realtime, arena_rows=_output_rows(scenario))
+    _stored(scenario, runner)
+    for identifier, output in cache.encoder_outputs.items():
+        assert (
+            output.untyped_storage().data_ptr() == runner.arena.storage.untyped_storage().data_ptr()
+        ), identifier
     _check_step(
         runner,
         realtime,
@@ -237,15 +233,14 @@ def test_pooled_cache_plan_matches_oracle(scenario: GatherScenario, realtime: bo
 
 @settings(max_examples=example_budget(ci=300, dev=40))
 @given(scenario=gather_scenarios(), realtime=st.booleans())
-def test_pool_mirroring_a_plain_cache_matches_oracle(
+def test_outputs_assigned_directly_are_mirrored_and_match_oracle(
     scenario: GatherScenario, realtime: bool
 ) -> None:
-    """Outputs placed in a plain cache are copied into the pool when rows() needs them."""
+    """Outputs placed in the cache's dict are copied into the arena when rows() needs them."""
     cache = scenario.build_cache()
-    pool = EncoderOutputPool(_output_rows(scenario), scenario.hidden_size)
-    runner = _runner(scenario, cache, realtime, pool=pool)
+    runner = _runner(scenario, cache, realtime, arena_rows=_output_rows(scenario))
     snapshot = CacheSnapshot(cache)
-    for _ in range(2):  # the second time from the remembered locations
+    for _ in range(2):  # the second time from the copies made the first time
         _check_step(
             runner,
             realtime,
@@ -267,20 +262,20 @@ def _decode_scenario(num_requests: int, frames: int) -> GatherScenario:
     return GatherScenario(requests=tuple(requests), hidden_size=4)
 
 
-@pytest.mark.parametrize("pooled", [False, True], ids=["plain", "pooled"])
-def test_many_streams_decoding_use_cursors_and_match_oracle(pooled: bool) -> None:
-    """Enough requests for the default cursor path, over steps that cross features."""
+@pytest.mark.parametrize("stored", [False, True], ids=["assigned", "stored"])
+def test_many_streams_decoding_match_oracle(stored: bool) -> None:
+    """Many requests over steps that cross features."""
     scenario = _decode_scenario(80, frames=12)
-    cache: EncoderCache = _pooled_cache(scenario) if pooled else scenario.build_cache()
-    runner = _runner(scenario, cache, True)
-    assert len(scenario.requests) >= runner.planner.cursor_min_windows
+    runner = _runner(scenario, scenario.build_cache(), True)
+    if stored:
+        _stored(scenario, runner)
     arrays = scenario.arrays()
     for step in range(16):
         _check_step(runner, True, scenario.req_ids, _shifted(arrays, step), 0, 4)
 
 
 def test_an_earlier_plan_keeps_its_answer_after_later_steps_are_planned() -> None:
-    """The planner's remembered state (cursors, last lookup) is never shared with a plan."""
+    """The planner's remembered state is never shared with a plan."""
     scenario = _decode_scenario(80, frames=12)
     cache = scenario.build_cache()
     runner = _runner(scenario, cache, True)
@@ -291,26 +286,28 @@ def test_an_earlier_plan_keeps_its_answer_after_later_steps_are_planned() -> Non
         assert_matches_oracle((plan.pieces(), plan.is_mm_embed), expected, cache.encoder_outputs, 4)
 
 
-def test_freed_outputs_are_not_kept_alive_by_the_planner() -> None:
+def test_freed_outputs_are_not_kept_alive_by_the_planner_nor_the_arena() -> None:
     cache = EncoderCache(4)
     features = [MultiModalFeature(f"f{k}", "audio", PlaceholderRange(2 * k, 2)) for k in range(2)]
     cache.add_request("a", features)
     for feature in features:
         cache.encoder_outputs[feature.identifier] = torch.ones(2, 4)
-    runner = EncoderRunner(model_for(True, 4), 8, 4, cache, torch.float32, "cpu")
+    runner = EncoderRunner(model_for(True, 4), 8, 4, cache, torch.float32, "cpu", arena_rows=4)
     one = np.ones(1, dtype=np.int32)
     qsl = np.array([0, 1], dtype=np.int32)
     for position in (0, 1, 2):
-        runner.plan_mm_gather(["a"], 1, one, qsl, one, np.array([position], dtype=np.int32))
+        runner.plan_mm_gather(["a"], 1, one, qsl, one, np.array([position], dtype=np.int32)).rows()
+    assert runner.arena.rows_free == 0  # both outputs mirrored
     freed = weakref.ref(cache.encoder_outputs["f0"])
     cache.free_encoder_output("f0")
     plan = runner.plan_mm_gather(["a"], 1, one, qsl, one, np.array([3], dtype=np.int32))
     assert plan.num_rows == 1
     gc.collect()
     assert freed() is None
+    assert runner.arena.rows_free == 2  # its mirror gave the rows back
 
 
-def test_replaced_output_is_gathered_anew_from_the_mirror() -> None:
+def test_replaced_output_is_gathered_anew() -> None:
     scenario = GatherScenario(
         requests=(
             RequestSpec("a", 0, 4, 1, (FeatureSpec("a0", 4, 1),)),
@@ -318,7 +315,7 @@ def test_replaced_output_is_gathered_anew_from_the_mirror() -> None:
         )
     )
     cache = scenario.build_cache()
-    runner = _runner(scenario, cache, True, pool=EncoderOutputPool(64, 4))
+    runner = _runner(scenario, cache, True, arena_rows=64)
     arrays = scenario.arrays()
     first = _plan(runner, scenario.req_ids, arrays, 0).rows()
     assert first.shape == (2, 4)
@@ -326,6 +323,17 @@ def test_replaced_output_is_gathered_anew_from_the_mirror() -> None:
     second = _plan(runner, scenario.req_ids, arrays, 0).rows()
     assert torch.equal(second[0], torch.full((4,), -7.0))
     assert torch.equal(second[1], first[1])
+
+
+def test_a_full_arena_names_the_identifier_the_rows_needed_and_free() -> None:
+    scenario = GatherScenario(
+        requests=(RequestSpec("a", 0, 0, 6, (FeatureSpec("a0", 0, 3), FeatureSpec("a1", 3, 3))),)
+    )
+    runner = _runner(scenario, scenario.build_cache(), True, arena_rows=5)
+    plan = _plan(runner, scenario.req_ids, scenario.arrays(), 0)
+    with pytest.raises(ArenaFullError, match=r"'a1'.* needs 3 contiguous rows and 2 rows are free"):
+        plan.rows()
+    assert isinstance(ArenaFullError("x", 1, 0), RuntimeError)
 
 
 def test_rows_into_a_given_buffer() -> None:
@@ -339,15 +347,6 @@ def test_rows_into_a_given_buffer() -> None:
         plan.rows(out=torch.empty(2, 4))
 
 
-def test_pool_rows_need_a_pool() -> None:
-    scenario = _decode_scenario(1, frames=2)
-    plan = _plan(
-        _runner(scenario, scenario.build_cache(), True), scenario.req_ids, scenario.arrays(), 0
-    )
-    with pytest.raises(ValueError, match="no encoder-output pool"):
-        plan.pool_rows()
-
-
 def test_empty_batch_gives_an_empty_plan() -> None:
     scenario = GatherScenario(requests=())
     runner = _runner(scenario, scenario.build_cache(), True)
@@ -358,12 +357,16 @@ def test_empty_batch_gives_an_empty_plan() -> None:
     assert plan.rows().shape == (0, 4)
 
 
-@pytest.mark.parametrize("pooled", [False, True], ids=["plain", "pooled"])
-def test_output_with_too_few_rows_placed_directly_is_never_sliced_short(pooled: bool) -> None:
+@pytest.mark.parametrize("stored", [False, True], ids=["assigned", "stored"])
+def test_output_with_too_few_rows_placed_directly_is_never_sliced_short(stored: bool) -> None:
     scenario = GatherScenario(requests=(RequestSpec("a", 8, 0, 4, (FeatureSpec("a0", 1, 3),)),))
-    cache: EncoderCache = _pooled_cache(scenario) if pooled else scenario.build_cache()
+    cache = scenario.build_cache()
+    runner = _runner(scenario, cache, False)
+    if stored:
+        _stored(scenario, runner)
+        _plan(runner, scenario.req_ids, scenario.arrays(), 0).rows()
     cache.encoder_outputs["a0"] = torch.ones(2, 4)  # bypasses the checked way in
-    plan = _plan(_runner(scenario, cache, False), scenario.req_ids, scenario.arrays(), 0)
+    plan = _plan(runner, scenario.req_ids, scenario.arrays(), 0)
     pattern = r"encoder output of 'a0' has 2 rows but its placeholder has num_embeds=3"
     with pytest.raises(ValueError, match=pattern):
         plan.pieces()

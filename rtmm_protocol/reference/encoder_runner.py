@@ -11,7 +11,7 @@ from rtmm_protocol.protocols import MultiModalModel
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
 from rtmm_protocol.reference.gather_planner import GatherPlanner
-from rtmm_protocol.reference.output_pool import EncoderOutputPool
+from rtmm_protocol.reference.output_arena import EncoderOutputArena
 from rtmm_protocol.types import IntArray
 from rtmm_protocol.validation import (
     check_batch_bounds,
@@ -20,7 +20,12 @@ from rtmm_protocol.validation import (
     validation_enabled,
 )
 
-__all__ = ["EncoderRunner"]
+__all__ = ["EncoderRunner", "default_arena_rows"]
+
+
+def default_arena_rows(max_num_tokens: int) -> int:
+    """The arena size used when none is given: eight steps' worth of rows, at least 8,192."""
+    return max(8 * max_num_tokens, 8192)
 
 
 class EncoderRunner:
@@ -28,15 +33,14 @@ class EncoderRunner:
 
     Gathers are planned for the whole batch with array operations
     (:meth:`plan_mm_gather`); the list form of SPEC G6 is that plan's pieces. The
-    features of the cache are mirrored in a :class:`FeatureTable` that follows direct
-    edits of ``encoder_cache.mm_features`` (see that class for the one kind of edit it
-    cannot see).
+    outputs this runner encodes live in an :class:`EncoderOutputArena` of
+    ``arena_rows`` rows (default :func:`default_arena_rows`), and the cache holds the
+    arena's views of them; an output the engine assigns to the cache directly is copied
+    into the arena the first time a plan's :meth:`~MMGatherPlan.rows` needs it. Either
+    way the rows of a step are one ``index_select`` away.
 
     ``validate`` switches on the batch and feature checks of SPEC E1/E2 (``None`` reads
     the ``RTMM_PROTOCOL_VALIDATE`` environment variable); they are off on the hot path.
-    ``output_pool`` keeps the outputs this runner encodes in an
-    :class:`EncoderOutputPool` (so :meth:`MMGatherPlan.rows` is one ``index_select``);
-    without it, a :class:`~rtmm_protocol.reference.PooledEncoderCache`'s pool is used.
     """
 
     def __init__(
@@ -49,7 +53,7 @@ class EncoderRunner:
         device: torch.device | str,
         *,
         validate: bool | None = None,
-        output_pool: EncoderOutputPool | None = None,
+        arena_rows: int | None = None,
     ) -> None:
         if max_num_tokens <= 0:
             raise ValueError(f"max_num_tokens must be positive, got {max_num_tokens}")
@@ -63,20 +67,10 @@ class EncoderRunner:
         self.device = torch.device(device)
         self.validate = validation_enabled(validate)
         self.is_realtime = supports_realtime(model)
-        if output_pool is not None:
-            _check_pool(output_pool, hidden_size, dtype, self.device)
-        self._output_pool = output_pool
-        self.planner = GatherPlanner(
-            is_realtime=self.is_realtime, hidden_size=hidden_size, dtype=dtype, device=self.device
-        )
-
-    @property
-    def output_pool(self) -> EncoderOutputPool | None:
-        """The pool gathered rows come from: the one given, else the cache's, else ``None``."""
-        if self._output_pool is not None:
-            return self._output_pool
-        pool = getattr(self.encoder_cache, "output_pool", None)
-        return pool if isinstance(pool, EncoderOutputPool) else None
+        rows = default_arena_rows(max_num_tokens) if arena_rows is None else arena_rows
+        #: Where the encoder outputs' rows live for :meth:`MMGatherPlan.rows`.
+        self.arena = EncoderOutputArena(rows, hidden_size, dtype=dtype, device=self.device)
+        self.planner = GatherPlanner(is_realtime=self.is_realtime, arena=self.arena)
 
     # ------------------------------------------------------------------ encoder (R1)
 
@@ -84,11 +78,10 @@ class EncoderRunner:
         """Encode the scheduled items that are not cached yet; return how many were encoded.
 
         Items whose output is already cached, or whose ``data`` is ``None``, are skipped.
-        Each output is checked against its feature (rows and hidden size) before caching;
-        with an output pool, what gets cached is the pool's view of the copied rows.
+        Each output is checked against its feature (rows and hidden size) and copied into
+        the arena; the cache receives the arena's view of those rows.
         """
         cache = self.encoder_cache
-        pool = self.output_pool
         encoded = 0
         for req_id, indices in scheduled_encoder_inputs.items():
             features = cache.mm_features.get(req_id)
@@ -117,11 +110,11 @@ class EncoderRunner:
                         f"embed_multimodal returned {len(outputs)} outputs for the single item "
                         f"{feature.identifier!r}"
                     )
-                output = outputs[0].to(device=self.device, dtype=self.dtype)
+                output = outputs[0]
                 check_encoder_output(feature, output, self.hidden_size)
-                if pool is not None:
-                    output = pool.store(feature.identifier, output, live=cache.encoder_outputs)
-                cache.encoder_outputs[feature.identifier] = output
+                cache.encoder_outputs[feature.identifier] = self.arena.store(
+                    feature.identifier, output
+                )
                 encoded += 1
         return encoded
 
@@ -174,7 +167,6 @@ class EncoderRunner:
             prefill_lens,
             num_computed_tokens,
             draft_lookahead,
-            pool=self.output_pool,
             validate=self.validate,
         )
 
@@ -199,16 +191,3 @@ class EncoderRunner:
             draft_lookahead,
         )
         return plan.pieces(), plan.is_mm_embed
-
-
-def _check_pool(
-    pool: EncoderOutputPool, hidden_size: int, dtype: torch.dtype, device: torch.device
-) -> None:
-    # "cuda" and "cuda:0" name the same device when the current device is 0.
-    same_device = pool.storage.device == torch.empty(0, device=device).device
-    if (pool.hidden_size, pool.dtype) != (hidden_size, dtype) or not same_device:
-        raise ValueError(
-            f"output_pool holds rows of hidden_size={pool.hidden_size}, dtype={pool.dtype} on "
-            f"{pool.device}, but the runner works with hidden_size={hidden_size}, "
-            f"dtype={dtype} on {device}"
-        )

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from rtmm_protocol.reference.feature_table import FeatureTable
-from rtmm_protocol.reference.output_pool import EncoderOutputPool
-from rtmm_protocol.reference.pool_locator import PoolLocator
+from rtmm_protocol.feature import MultiModalFeature
+from rtmm_protocol.reference.output_arena import EncoderOutputArena
 from rtmm_protocol.validation import check_encoder_output
 
 __all__ = ["MMGatherPlan"]
@@ -22,83 +21,49 @@ class MMGatherPlan:
     """One step's gather, computed once and materialized in the form the caller needs.
 
     ``is_mm_embed`` is the SPEC G4 mask (CPU bool tensor over the scheduled tokens) and
-    ``slots`` the flat slots that receive a row (int64 CPU tensor, increasing). The rows
-    themselves come as one tensor from :meth:`rows` (a single copy; a single
-    ``index_select`` when the outputs live in an :class:`EncoderOutputPool`) or as the
-    SPEC G6 list of views from :meth:`pieces`.
+    :attr:`slots` the flat slots that receive a row, increasing. The rows come as one
+    tensor from :meth:`rows` (one ``index_select`` over the runner's output arena) or as
+    the SPEC G6 list of views of the cached outputs from :meth:`pieces`.
 
-    Internally a plan is a list of *pieces*, one per (request, feature) pair that
-    contributes: the cached output, the feature's table entry (``source_ids``, the
-    outputs' identifiers, are read from the table when not given) and the rows
-    ``[row_start, row_end)`` of the output it uses (always contiguous). Row ``j`` of
-    :meth:`rows` is row ``j`` of the pieces' concatenation, which lands in ``slots[j]``.
-
-    A plan reads the cache (and the runner's feature table) as they were when planned:
-    use it before either changes.
+    Internally a plan is a list of *pieces*, one per contributing (request, feature)
+    pair: the cached output (``sources``), the feature, and the rows
+    ``[row_start, row_end)`` of the output it uses. Row ``j`` of :meth:`rows` is row
+    ``j`` of the pieces' concatenation and lands in ``slots[j]``. A plan reads the
+    cache as it was when planned: use it before the cache changes.
     """
-
-    __slots__ = (
-        "_device",
-        "_dtype",
-        "_entries",
-        "_hidden_size",
-        "_live",
-        "_locator",
-        "_pool",
-        "_row_end",
-        "_row_start",
-        "_single_rows",
-        "_slots",
-        "_slots_tensor",
-        "_source_ids",
-        "_sources",
-        "_table",
-        "is_mm_embed",
-    )
 
     def __init__(
         self,
         *,
-        is_mm_embed: torch.Tensor,
+        is_mm_embed: npt.NDArray[np.bool_],
         slots: _I64,
         sources: Sequence[torch.Tensor],
-        source_ids: Sequence[str] | None,
-        entries: _I64,
+        source_keys: list[int],
+        identifiers: list[str],
+        features: Sequence[MultiModalFeature],
         row_start: _I64,
         row_end: _I64,
-        table: FeatureTable,
-        hidden_size: int,
-        dtype: torch.dtype,
-        device: torch.device,
-        pool: EncoderOutputPool | None = None,
-        live: Mapping[str, torch.Tensor] | None = None,
-        locator: PoolLocator | None = None,
-        single_rows: bool = False,
+        num_embeds: _I64,
+        arena: EncoderOutputArena,
+        single_rows: bool,
     ) -> None:
         #: SPEC G4: True at the slots that receive an encoder-output row.
-        self.is_mm_embed = is_mm_embed
+        self.is_mm_embed = torch.from_numpy(is_mm_embed)
         self._slots = slots
-        self._slots_tensor: torch.Tensor | None = None
         self._sources = sources
-        self._source_ids = source_ids
-        self._entries = entries
+        self._source_keys = source_keys
+        self._identifiers = identifiers
+        self._features = features
         self._row_start = row_start
         self._row_end = row_end
-        self._table = table
-        self._hidden_size = hidden_size
-        self._dtype = dtype
-        self._device = device
-        self._pool = pool
-        self._live = live
-        self._locator = PoolLocator() if locator is None else locator
+        self._num_embeds = num_embeds
+        self._arena = arena
         self._single_rows = single_rows  # every piece is one row
 
     @property
     def slots(self) -> torch.Tensor:
         """The True slots of :attr:`is_mm_embed`, increasing (int64, CPU)."""
-        if self._slots_tensor is None:
-            self._slots_tensor = torch.from_numpy(self._slots)
-        return self._slots_tensor
+        return torch.from_numpy(self._slots)
 
     @property
     def num_rows(self) -> int:
@@ -110,84 +75,66 @@ class MMGatherPlan:
         """Entries of :meth:`pieces`: (request, feature) pairs that contribute rows."""
         return len(self._sources)
 
-    @property
-    def pool(self) -> EncoderOutputPool | None:
-        """The pool :meth:`rows` reads from, if any."""
-        return self._pool
-
     def pieces(self) -> list[torch.Tensor]:
-        """SPEC G6: one view per contributing (request, feature) pair, with ``.modality``.
+        """SPEC G6: one view of the cached output per contributing pair, with ``.modality``.
 
-        Raises ``ValueError`` naming the identifier if an output is not
-        ``(num_embeds, hidden_size)``: slicing a short output would drop rows silently,
-        and a model merging rows of another width would misplace values.
+        Raises ``ValueError`` naming the identifier for an output that is not
+        ``(num_embeds, hidden_size)``: slicing a short one would drop rows silently.
         """
         pieces = []
-        hidden_size = self._hidden_size
-        entries = self._entries
+        hidden_size = self._arena.hidden_size
         for source, start, end, feature, num_embeds in zip(
             self._sources,
             self._row_start.tolist(),
             self._row_end.tolist(),
-            self._table.feature[entries],
-            self._table.num_embeds[entries].tolist(),
+            self._features,
+            self._num_embeds.tolist(),
             strict=True,
         ):
-            if source.shape != (num_embeds, hidden_size):
+            if getattr(source, "shape", None) != (num_embeds, hidden_size):
                 check_encoder_output(feature, source, hidden_size)
             piece = source[start:end]
             piece.modality = feature.modality  # type: ignore[attr-defined]  # SPEC G6 attribute
             pieces.append(piece)
         return pieces
 
-    def pool_rows(self) -> _I64:
-        """Pool row of each gathered row, in slot order (int64).
+    def arena_rows(self) -> _I64:
+        """The arena row of each gathered row, in slot order (int64).
 
-        Outputs not yet in the pool (cached directly in the dict) are mirrored into it
-        first. Raises ``ValueError`` when the plan has no pool, or naming the identifier
-        when an output's row count does not match its feature.
+        Outputs the arena does not hold yet are copied in first. Raises ``ValueError``
+        naming the identifier for an output whose shape does not match its feature, and
+        :class:`~rtmm_protocol.reference.output_arena.ArenaFullError` when the step's
+        outputs do not fit the arena together.
         """
-        pool = self._pool
-        if pool is None:
-            raise ValueError("this plan has no encoder-output pool; use rows() or pieces()")
-        if self._source_ids is None:
-            self._source_ids = self._table.identifier[self._entries].tolist()
-        starts = self._locator.locate(
-            pool, self._table, self._entries, self._source_ids, self._sources, self._live
-        )
+        starts, rows = self._arena.locate(self._identifiers, self._sources, self._source_keys)
+        bad = np.flatnonzero(rows != self._num_embeds)
+        if bad.shape[0]:
+            k = int(bad[0])
+            check_encoder_output(self._features[k], self._sources[k], self._arena.hidden_size)
         if self._single_rows:
             return starts + self._row_start
         counts = self._row_end - self._row_start
         before = np.cumsum(counts) - counts
-        # Row j of piece k is pool row start_k + row_start_k + (j - rows before piece k).
-        first_rows: _I64 = np.repeat(starts + self._row_start - before, counts)
-        return np.arange(first_rows.shape[0], dtype=np.int64) + first_rows
+        # Row j of piece k is arena row start_k + row_start_k + (j - rows before piece k).
+        first = np.repeat(starts + self._row_start - before, counts)
+        index: _I64 = np.arange(first.shape[0], dtype=np.int64) + first
+        return index
 
     def rows(self, out: torch.Tensor | None = None) -> torch.Tensor:
-        """All gathered rows in slot order, ``(num_rows, hidden_size)``, in one copy.
+        """All gathered rows in slot order, ``(num_rows, hidden_size)``, by one ``index_select``.
 
-        With a pool this is one ``index_select`` over the pool; without, the pieces
-        are concatenated. Equals ``torch.cat(self.pieces())`` either way. ``out``, a
-        contiguous tensor of exactly that shape (and the pool's dtype and device, with
-        a pool), receives the rows instead of a new tensor: reusing one buffer saves
-        the allocation, which for large steps costs as much as the copy.
+        Equals ``torch.cat(self.pieces())``. ``out``, a contiguous tensor of exactly that
+        shape on the arena's dtype and device, receives the rows instead of a new tensor.
         """
+        arena = self._arena
         if out is not None:
-            expected = (self.num_rows, self._hidden_size)
+            expected = (self.num_rows, arena.hidden_size)
             if tuple(out.shape) != expected or not out.is_contiguous():
                 raise ValueError(
                     f"out must be a contiguous tensor of shape {expected}, got "
                     f"{tuple(out.shape)}{'' if out.is_contiguous() else ' (not contiguous)'}"
                 )
-        pool = self._pool
-        if pool is not None:
-            index = torch.from_numpy(self.pool_rows())
-            if pool.device.type != "cpu":
-                index = index.to(pool.device, non_blocking=True)
-            return pool.gather(index, out=out)
-        if not self._sources:
-            empty = torch.empty(0, self._hidden_size, dtype=self._dtype, device=self._device)
-            return empty if out is None else out
-        if out is None:
-            return torch.cat(self.pieces())
-        return torch.cat(self.pieces(), out=out)
+        index = torch.from_numpy(self.arena_rows())
+        if arena.storage.device.type != "cpu":
+            index = index.to(arena.storage.device)
+        return arena.gather(index, out=out)

@@ -11,7 +11,7 @@ from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.protocols import InputBatch, MultiModalModel, TextModel
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.reference.encoder_runner import EncoderRunner
-from rtmm_protocol.reference.output_pool import EncoderOutputPool
+from rtmm_protocol.reference.gather_plan import MMGatherPlan
 from rtmm_protocol.validation import check_gather_args, validation_enabled
 
 __all__ = ["ReferenceModelState"]
@@ -23,11 +23,15 @@ class ReferenceModelState:
     The buffer of ``max_num_tokens`` rows is allocated once, here. Dummy runs hand out
     views of it without touching the encoder or the cache, and the real path writes the
     merged embeddings into the same storage, so a CUDA graph captured on a dummy run
-    reads the real embeddings when replayed. On CUDA, the host-built mask goes through
-    a pinned staging buffer and a non-blocking copy into a device buffer of fixed size.
+    reads the real embeddings when replayed.
 
-    ``output_pool``, when given, is where the encoder runner stores what it encodes
-    (see :class:`~rtmm_protocol.reference.PooledReferenceModelState`).
+    A real step plans the gather, collects the rows with one ``index_select`` from the
+    encoder runner's output arena (``arena_rows`` rows; see
+    :func:`~rtmm_protocol.reference.encoder_runner.default_arena_rows`) into a reusable
+    buffer, and hands them to the model packed as one tensor (SPEC R2). On CUDA the
+    host-built mask and row indices go through pinned staging buffers of fixed capacity
+    and non-blocking copies into fixed device buffers: a step issues the same few
+    kernels whatever its batch.
 
     A model without ``embed_multimodal`` makes a text-only state: no buffer,
     ``dummy_inputs_embeds`` and ``get_mm_embeddings`` return ``None``.
@@ -43,7 +47,7 @@ class ReferenceModelState:
         dtype: torch.dtype,
         device: torch.device | str,
         validate: bool | None = None,
-        output_pool: EncoderOutputPool | None = None,
+        arena_rows: int | None = None,
     ) -> None:
         self.model = model
         self.encoder_cache = encoder_cache
@@ -53,8 +57,7 @@ class ReferenceModelState:
         self.device = torch.device(device)
         self.is_realtime = supports_realtime(model)
         self.supports_mm_inputs = callable(getattr(model, "embed_multimodal", None))
-        # A text-only model never reaches the encoder: get_mm_embeddings returns before
-        # execute_encoder when there is no buffer, and gathering reads only the cache.
+        # A text-only model never reaches the encoder nor reads rows: a token arena.
         self.encoder_runner = EncoderRunner(
             cast(MultiModalModel, model),
             max_num_tokens,
@@ -63,20 +66,28 @@ class ReferenceModelState:
             dtype,
             self.device,
             validate=validate,
-            output_pool=output_pool,
+            arena_rows=arena_rows if self.supports_mm_inputs else 1,
         )
-        #: Where the runner stores the outputs it encodes, or ``None`` (plain tensors).
-        self.output_pool = output_pool
         self.inputs_embeds: torch.Tensor | None = None
-        self._mask_device: torch.Tensor | None = None
+        self._rows: torch.Tensor | None = None
+        self._index_staging: torch.Tensor | None = None
         self._mask_staging: torch.Tensor | None = None
-        self._mask_copied: torch.cuda.Event | None = None
+        self._index_device: torch.Tensor | None = None
+        self._mask_device: torch.Tensor | None = None
+        self._staged: torch.cuda.Event | None = None
         if self.supports_mm_inputs:
             self.inputs_embeds = torch.zeros(
                 max_num_tokens, hidden_size, dtype=dtype, device=self.device
             )
+            self._rows = torch.zeros(max_num_tokens, hidden_size, dtype=dtype, device=self.device)
             if self.device.type == "cuda":
+                self._index_staging = torch.zeros(
+                    max_num_tokens, dtype=torch.int64, pin_memory=True
+                )
                 self._mask_staging = torch.zeros(max_num_tokens, dtype=torch.bool, pin_memory=True)
+                self._index_device = torch.zeros(
+                    max_num_tokens, dtype=torch.int64, device=self.device
+                )
                 self._mask_device = torch.zeros(
                     max_num_tokens, dtype=torch.bool, device=self.device
                 )
@@ -157,9 +168,17 @@ class ReferenceModelState:
                 known_req_ids=self.encoder_cache.mm_features,
             )
         self.encoder_runner.execute_encoder(scheduled_encoder_inputs)
-        mm_embeds, is_mm_embed = self.gather_mm_embeddings(input_batch)
+        plan = self.encoder_runner.plan_mm_gather(
+            input_batch.req_ids,
+            num_tokens,
+            input_batch.num_scheduled_tokens,
+            input_batch.query_start_loc_np,
+            input_batch.prefill_len_np,
+            input_batch.num_computed_tokens_np,
+        )
+        rows, mask = self._rows_and_mask(plan, num_tokens)
         merged = self.model.embed_input_ids(
-            input_batch.input_ids[:num_tokens], mm_embeds, self._mask_to_device(is_mm_embed)
+            input_batch.input_ids[:num_tokens], [rows] if plan.num_rows else [], mask
         )
         if tuple(merged.shape) != (num_tokens, self.hidden_size):
             raise RuntimeError(
@@ -169,18 +188,28 @@ class ReferenceModelState:
         self.inputs_embeds[:num_tokens].copy_(merged)
         return self.inputs_embeds[:padded]
 
-    def _mask_to_device(self, is_mm_embed: torch.Tensor) -> torch.Tensor:
-        """Move the host-built mask to the device without a synchronous copy on CUDA."""
-        if self._mask_device is None or self._mask_staging is None:
-            return is_mm_embed.to(self.device)
-        n = is_mm_embed.shape[0]
-        if self._mask_copied is not None:
-            # The previous step's copy may still read the staging buffer.
-            self._mask_copied.synchronize()
-        self._mask_staging[:n].copy_(is_mm_embed)
-        device_mask = self._mask_device[:n]
-        device_mask.copy_(self._mask_staging[:n], non_blocking=True)
-        self._mask_copied = torch.cuda.Event()  # type: ignore[no-untyped-call]  # untyped in torch
-        # The copy was queued on this device's stream, which need not be the current one.
-        self._mask_copied.record(torch.cuda.current_stream(self.device))
-        return device_mask
+    def _rows_and_mask(
+        self, plan: MMGatherPlan, num_tokens: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The plan's rows (in the reusable buffer) and its mask, both on the device."""
+        assert self._rows is not None  # a multimodal state
+        num_rows = plan.num_rows
+        rows = self._rows[:num_rows]
+        if self._index_device is None or self._mask_device is None:
+            return plan.rows(out=rows), plan.is_mm_embed
+        assert self._index_staging is not None
+        assert self._mask_staging is not None
+        index = torch.from_numpy(plan.arena_rows())
+        if self._staged is not None:
+            # The previous step's copies may still read the staging buffers.
+            self._staged.synchronize()
+        self._index_staging[:num_rows].copy_(index)
+        self._mask_staging[:num_tokens].copy_(plan.is_mm_embed)
+        device_index = self._index_device[:num_rows]
+        device_mask = self._mask_device[:num_tokens]
+        device_index.copy_(self._index_staging[:num_rows], non_blocking=True)
+        device_mask.copy_(self._mask_staging[:num_tokens], non_blocking=True)
+        self._staged = torch.cuda.Event()  # type: ignore[no-untyped-call]  # untyped in torch
+        # The copies were queued on this device's stream, which need not be the current one.
+        self._staged.record(torch.cuda.current_stream(self.device))
+        return self.encoder_runner.arena.gather(device_index, out=rows), device_mask

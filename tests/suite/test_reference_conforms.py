@@ -14,7 +14,6 @@ _CUDA_ONLY = {"D4-dummy-no-allocation", "R4-cuda-graph-replay-matches-eager"}
 TARGETS = {
     "reference-state": "rtmm_protocol.conformance.targets:reference_model_state",
     "reference-gatherer": "rtmm_protocol.conformance.targets:reference_gatherer",
-    "pooled-state": "rtmm_protocol.reference.pooled_model_state:make_pooled_model_state",
 }
 
 
