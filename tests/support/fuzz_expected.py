@@ -171,7 +171,7 @@ def _oracle(
     cache = world.cache
     features: dict[str, list[MultiModalFeature]] = {}
     dubious = None
-    for req_id in batch.req_ids:
+    for i, req_id in enumerate(batch.req_ids):
         listed = cache.mm_features.get(req_id) if isinstance(req_id, str) else None
         if listed is None:
             continue
@@ -179,7 +179,20 @@ def _oracle(
         if problem is not None:
             if world.validate:
                 return problem
-            dubious = problem  # without validation only what the windows reach must be read
+            # Without validation only what the windows reach must be read: a broken
+            # feature a gathering window overlaps needs an error; others may be skipped.
+            dubious = problem
+            broken = [f for f in listed if _feature_problem(f) is not None]
+            start = batch.computed[i] + batch.lookahead
+            end = start + batch.scheduled[i]
+            gathers = end > start and (world.realtime or start < batch.prefill[i])
+            for feature in broken:
+                position = getattr(feature, "mm_position", None)
+                if position is None or (
+                    gathers and position.offset < end and start < position.offset + position.length
+                ):
+                    return problem
+            listed = [f for f in listed if _feature_problem(f) is None]
         features[req_id] = list(listed)
     by_id = {f.identifier: f for listed in features.values() for f in listed}
     present = {key for key in outputs if key in by_id}
