@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import torch
 
 from rtmm_protocol.feature import MultiModalFeature
-from rtmm_protocol.validation import check_encoder_output, check_feature_list
+from rtmm_protocol.validation import check_encoder_output, check_feature_list, check_size
 
 __all__ = ["EncoderCache"]
 
@@ -36,11 +36,16 @@ class EncoderCache:
     change is a new object, never an in-place edit. Anything else (reordering a list in
     place, replacing an item by one with another placeholder without assigning a new
     list, writing into a cached tensor) is outside the contract (SPEC C2).
+
+    Registration refuses what no gather could use: features with an ``is_embed`` on the
+    meta device or a placeholder past the largest supported position, outputs that are
+    not 2-D tensors holding data. A cache may be read by several runners or states in
+    several threads at once; changes to it must not overlap with their calls.
     """
 
     def __init__(self, hidden_size: int | None = None) -> None:
-        if hidden_size is not None and hidden_size <= 0:
-            raise ValueError(f"EncoderCache.hidden_size must be positive, got {hidden_size}")
+        if hidden_size is not None:
+            hidden_size = check_size("EncoderCache.hidden_size", hidden_size)
         #: When set, outputs stored through :meth:`put_encoder_output` must have this width.
         self.hidden_size = hidden_size
         self.mm_features: dict[str, list[MultiModalFeature]] = {}

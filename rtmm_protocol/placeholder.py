@@ -52,6 +52,11 @@ class PlaceholderRange:
                 raise ValueError(
                     f"PlaceholderRange.is_embed must have dtype torch.bool, got {mask.dtype}"
                 )
+            if mask.is_meta:
+                raise ValueError(
+                    "PlaceholderRange.is_embed is on the meta device and holds no values; "
+                    "give a CPU or device tensor"
+                )
             if tuple(mask.shape) != (self.length,):
                 raise ValueError(
                     f"PlaceholderRange.is_embed must have shape ({self.length},) to match "

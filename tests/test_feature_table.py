@@ -208,8 +208,11 @@ def test_an_appended_feature_overlapping_the_last_is_rejected_by_name() -> None:
 
 def test_positions_beyond_the_supported_range_are_rejected_by_name() -> None:
     cache = EncoderCache()
-    cache.add_request("a", [MultiModalFeature("far", "audio", PlaceholderRange(MAX_POSITION, 2))])
-    with pytest.raises(ValueError, match=r"feature 'far' ends at position"):
+    far = [MultiModalFeature("far", "audio", PlaceholderRange(MAX_POSITION, 2))]
+    with pytest.raises(ValueError, match=r"feature 'far'.*largest supported position"):
+        cache.add_request("a", far)
+    cache.mm_features["a"] = far  # assigned directly, as engines may
+    with pytest.raises(ValueError, match=r"feature 'far'.*largest supported position"):
         FeatureTable().lookup(cache.mm_features, ["a"])
 
 

@@ -3,6 +3,7 @@ the field or identifier and the value; nothing is truncated or written out of bo
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.cache_snapshot import ArraySnapshot, CacheSnapshot
 from support.gather_check import model_for
 from support.malformed_batches import GatherArgs, MalformedCase, malformed_cases
@@ -19,7 +21,12 @@ from support.toy_state import FEATURE_DIM, encodable_feature, make_state
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
 from rtmm_protocol.reference import EncoderRunner, ReferenceInputBatch, ReferenceModelState
-from rtmm_protocol.validation import VALIDATE_ENV_VAR, validation_enabled
+from rtmm_protocol.validation import (
+    MAX_POSITION,
+    VALIDATE_ENV_VAR,
+    check_batch,
+    validation_enabled,
+)
 
 HIDDEN = 3
 MAX = 16
@@ -144,7 +151,7 @@ _E1_CASES: list[tuple[str, _Breaker, str]] = [
     (
         "float array",
         lambda a: replace(a, prefill_lens=np.array([10.0, 4.0])),
-        r"prefill_lens must have an integer dtype, got float64",
+        r"prefill_lens must be a numpy integer array, got dtype float64",
     ),
     (
         "two-dimensional array",
@@ -532,10 +539,13 @@ def test_e3_runner_rejects_a_total_that_disagrees_with_query_start_loc_without_v
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        ({"num_computed_tokens": _i32(0)}, r"num_computed_tokens has shape \(1,\)"),
+        (
+            {"num_computed_tokens": _i32(0)},
+            r"num_computed_tokens has 1 entries, expected at least 2",
+        ),
         ({"num_scheduled_tokens": [3, 3]}, r"num_scheduled_tokens must be a numpy integer array"),
         ({"prefill_lens": np.array([9.0, 9.0])}, r"prefill_lens must be a numpy integer array"),
-        ({"query_start_loc": _i32(0, 3)}, r"query_start_loc has shape \(2,\)"),
+        ({"query_start_loc": _i32(0, 3)}, r"query_start_loc has 2 entries, expected at least 3"),
         ({"draft_lookahead": 1.0}, r"draft_lookahead must be an int, got 1.0"),
         (
             {"total_num_scheduled_tokens": "6"},
@@ -565,3 +575,65 @@ def test_e3_runner_rejects_malformed_arguments_by_name_without_validation(
     }
     with pytest.raises(ValueError, match=pattern):
         runner.gather_mm_embeddings(**{**args, **change})  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- the always-on check
+
+
+def _plain_consistency(
+    scheduled: list[int], starts: list[int], computed: list[int], total: int, lookahead: int
+) -> bool:
+    """E1's batch conditions, position by position, for comparison with ``check_batch``."""
+    if min([*scheduled, *computed, 0]) < 0 or starts[0] != 0 or total != starts[-1]:
+        return False
+    if any(starts[i + 1] - starts[i] != count for i, count in enumerate(scheduled)):
+        return False
+    return all(
+        c + lookahead + s <= MAX_POSITION + 1 for c, s in zip(computed, scheduled, strict=True)
+    )
+
+
+@settings(max_examples=example_budget(ci=600, dev=100))
+@given(data=st.data())
+def test_check_batch_accepts_exactly_the_consistent_batches(data: st.DataObject) -> None:
+    draw = data.draw
+    n = draw(st.sampled_from([0, 1, 2, 5, 16, 47, 48, 49, 64, 200]))
+    ones = draw(st.booleans())  # decode steps take their own route
+    scheduled = [1] * n if ones else draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+    computed = draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n))
+    starts = [0, *itertools.accumulate(scheduled)]
+    lookahead = draw(st.sampled_from([0, 1, 3]))
+    total = starts[-1]
+    corruption = draw(st.sampled_from(["none", "count", "start", "position", "total"]))
+    if corruption == "count" and n:
+        scheduled[draw(st.integers(0, n - 1))] += draw(st.sampled_from([-2, -1, 1]))
+    elif corruption == "start":
+        starts[draw(st.integers(0, n))] += draw(st.sampled_from([-1, 1]))
+    elif corruption == "position" and n:
+        computed[draw(st.integers(0, n - 1))] = draw(
+            st.sampled_from([-1, MAX_POSITION, MAX_POSITION + 1 - lookahead, 2**62])
+        )
+    elif corruption == "total":
+        total += draw(st.sampled_from([-1, 1]))
+    consistent = _plain_consistency(scheduled, starts, computed, total, lookahead)
+    dtype = draw(st.sampled_from([np.int64, np.int32, np.uint64]))
+    if dtype is not np.int64 and min([*scheduled, *starts, *computed, 0]) < 0:
+        dtype = np.int64
+    if dtype is np.int32 and max([*computed, *starts, 0]) >= 2**31:
+        dtype = np.int64
+    counts, offsets, prefill, positions = (
+        np.array(v, dtype=dtype) for v in (scheduled, starts, [5] * n, computed)
+    )
+    req_ids = [f"r{i}" for i in range(n)]
+    if consistent:
+        checked = check_batch(req_ids, total, counts, offsets, prefill, positions, lookahead)
+        assert checked.num_scheduled_tokens.dtype == np.int64
+        assert checked.num_scheduled_tokens.tolist() == scheduled
+        assert checked.query_start_loc.tolist() == starts
+        assert checked.window_starts.tolist() == [c + lookahead for c in computed]
+        assert (checked.min_scheduled, checked.max_scheduled) == (
+            (min(scheduled), max(scheduled)) if n else (0, 0)
+        )
+    else:
+        with pytest.raises(ValueError, match=r"num_scheduled_tokens|query_start_loc|num_computed"):
+            check_batch(req_ids, total, counts, offsets, prefill, positions, lookahead)

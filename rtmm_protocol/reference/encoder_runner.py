@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
+import numpy as np
 import torch
 
 from rtmm_protocol.encoder_cache import EncoderCache
+from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.protocols import MultiModalModel
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
@@ -14,9 +16,14 @@ from rtmm_protocol.reference.gather_planner import GatherPlanner
 from rtmm_protocol.reference.output_arena import EncoderOutputArena
 from rtmm_protocol.types import IntArray
 from rtmm_protocol.validation import (
-    check_batch_bounds,
+    CheckedBatch,
+    check_batch,
+    check_buffer_size,
+    check_device,
     check_encoder_output,
+    check_feature_list,
     check_gather_args,
+    check_size,
     validation_enabled,
 )
 
@@ -39,8 +46,15 @@ class EncoderRunner:
     into the arena the first time a plan's :meth:`~MMGatherPlan.rows` needs it. Either
     way the rows of a step are one ``index_select`` away.
 
-    ``validate`` switches on the batch and feature checks of SPEC E1/E2 (``None`` reads
-    the ``RTMM_PROTOCOL_VALIDATE`` environment variable); they are off on the hot path.
+    ``validate`` switches on the full batch and feature checks of SPEC E1/E2 (``None``
+    reads the ``RTMM_PROTOCOL_VALIDATE`` environment variable); they are off on the hot
+    path. Without them every call still runs
+    :func:`~rtmm_protocol.validation.check_batch` (types, offsets, positions in range),
+    and a call that raises leaves the runner as it was: the next valid call returns
+    what a fresh runner would.
+
+    Threads: use one runner per thread (a call writes its arena and feature table
+    without locks). Several runners may share one cache as long as they only read it.
     """
 
     def __init__(
@@ -55,19 +69,27 @@ class EncoderRunner:
         validate: bool | None = None,
         arena_rows: int | None = None,
     ) -> None:
-        if max_num_tokens <= 0:
-            raise ValueError(f"max_num_tokens must be positive, got {max_num_tokens}")
-        if hidden_size <= 0:
-            raise ValueError(f"hidden_size must be positive, got {hidden_size}")
+        max_num_tokens = check_size("max_num_tokens", max_num_tokens)
+        hidden_size = check_size("hidden_size", hidden_size)
+        self.device = torch.device(device)
+        check_device("device", self.device)
+        rows = default_arena_rows(max_num_tokens) if arena_rows is None else arena_rows
+        rows = check_size("arena_rows", rows)
+        check_buffer_size(
+            "max_num_tokens" if arena_rows is None else "arena_rows",
+            max_num_tokens if arena_rows is None else rows,
+            rows,
+            hidden_size,
+            dtype,
+            self.device,
+        )
         self.model = model
         self.max_num_tokens = max_num_tokens
         self.hidden_size = hidden_size
         self.encoder_cache = encoder_cache
         self.dtype = dtype
-        self.device = torch.device(device)
         self.validate = validation_enabled(validate)
         self.is_realtime = supports_realtime(model)
-        rows = default_arena_rows(max_num_tokens) if arena_rows is None else arena_rows
         #: Where the encoder outputs' rows live for :meth:`MMGatherPlan.rows`.
         self.arena = EncoderOutputArena(rows, hidden_size, dtype=dtype, device=self.device)
         self.planner = GatherPlanner(is_realtime=self.is_realtime, arena=self.arena)
@@ -83,40 +105,70 @@ class EncoderRunner:
         """
         cache = self.encoder_cache
         encoded = 0
-        for req_id, indices in scheduled_encoder_inputs.items():
-            features = cache.mm_features.get(req_id)
+        for req_id, feature in self._scheduled_features(scheduled_encoder_inputs):
+            if feature.identifier in cache.encoder_outputs or feature.data is None:
+                continue
+            check_feature_list(req_id, (feature,))  # it may have been assigned unchecked
+            if not isinstance(feature.data, Mapping):
+                raise ValueError(
+                    f"data of feature {feature.identifier!r} must be a mapping of encoder "
+                    f"keyword arguments, got {type(feature.data).__name__}"
+                )
+            outputs = self.model.embed_multimodal(**feature.data)
+            if len(outputs) != 1:
+                raise ValueError(
+                    f"embed_multimodal returned {len(outputs)} outputs for the single item "
+                    f"{feature.identifier!r}"
+                )
+            output = outputs[0]
+            check_encoder_output(feature, output, self.hidden_size)
+            cache.encoder_outputs[feature.identifier] = self.arena.store(feature.identifier, output)
+            encoded += 1
+        return encoded
+
+    def _scheduled_features(self, scheduled: object) -> list[tuple[str, MultiModalFeature]]:
+        """The ``(req_id, feature)`` pairs ``scheduled_encoder_inputs`` names, all checked
+        before any is encoded.
+
+        It must map registered request ids to collections of feature indices (ints or
+        numpy integers within the request's list); anything else raises ``ValueError``
+        naming ``scheduled_encoder_inputs`` and the value.
+        """
+        if not isinstance(scheduled, Mapping):
+            raise ValueError(
+                "scheduled_encoder_inputs must map request ids to feature indices, got "
+                f"{type(scheduled).__name__}"
+            )
+        mm_features = self.encoder_cache.mm_features
+        chosen = []
+        for req_id, indices in scheduled.items():
+            features = mm_features.get(req_id) if isinstance(req_id, str) else None
             if features is None:
                 raise ValueError(
                     f"scheduled_encoder_inputs names request {req_id!r}, which is not in the "
                     "encoder cache"
                 )
+            if (
+                isinstance(indices, (str, bytes, Mapping))
+                or not isinstance(indices, Collection)
+                or (isinstance(indices, np.ndarray) and indices.ndim != 1)
+            ):
+                raise ValueError(
+                    f"scheduled_encoder_inputs[{req_id!r}] must be a collection of feature "
+                    f"indices, got {indices!r}"
+                )
             for index in indices:
-                if isinstance(index, bool) or not 0 <= index < len(features):
+                if (
+                    isinstance(index, (bool, np.bool_))
+                    or not isinstance(index, (int, np.integer))
+                    or not 0 <= index < len(features)
+                ):
                     raise ValueError(
                         f"scheduled_encoder_inputs[{req_id!r}] holds index {index!r}, but the "
                         f"request has {len(features)} features"
                     )
-                feature = features[index]
-                if feature.identifier in cache.encoder_outputs or feature.data is None:
-                    continue
-                if not isinstance(feature.data, Mapping):
-                    raise ValueError(
-                        f"data of feature {feature.identifier!r} must be a mapping of encoder "
-                        f"keyword arguments, got {type(feature.data).__name__}"
-                    )
-                outputs = self.model.embed_multimodal(**feature.data)
-                if len(outputs) != 1:
-                    raise ValueError(
-                        f"embed_multimodal returned {len(outputs)} outputs for the single item "
-                        f"{feature.identifier!r}"
-                    )
-                output = outputs[0]
-                check_encoder_output(feature, output, self.hidden_size)
-                cache.encoder_outputs[feature.identifier] = self.arena.store(
-                    feature.identifier, output
-                )
-                encoded += 1
-        return encoded
+                chosen.append((req_id, features[int(index)]))
+        return chosen
 
     # ------------------------------------------------------------------ gather (G1-G10)
 
@@ -135,9 +187,8 @@ class EncoderRunner:
         Takes the arguments of :meth:`gather_mm_embeddings` and raises what it raises
         (missing outputs, G7; malformed input, E1/E2 when validating).
         """
-        cache = self.encoder_cache
         if self.validate:
-            check_gather_args(
+            batch = check_gather_args(
                 req_ids,
                 total_num_scheduled_tokens,
                 num_scheduled_tokens,
@@ -145,29 +196,33 @@ class EncoderRunner:
                 prefill_lens,
                 num_computed_tokens,
                 draft_lookahead,
-                known_req_ids=cache.mm_features,
+                known_req_ids=self.encoder_cache.mm_features,
             )
         else:
-            check_batch_bounds(
-                len(req_ids),
+            batch = check_batch(
+                req_ids,
                 total_num_scheduled_tokens,
+                num_scheduled_tokens,
+                query_start_loc,
+                prefill_lens,
+                num_computed_tokens,
                 draft_lookahead,
-                num_scheduled_tokens=num_scheduled_tokens,
-                query_start_loc=query_start_loc,
-                prefill_lens=prefill_lens,
-                num_computed_tokens=num_computed_tokens,
             )
+        return self.plan_checked(req_ids, batch)
+
+    def plan_checked(self, req_ids: list[str], batch: CheckedBatch) -> MMGatherPlan:
+        """:meth:`plan_mm_gather` for a batch that has passed the checks already.
+
+        ``batch`` is what :func:`~rtmm_protocol.validation.check_batch` (or, validating,
+        ``check_gather_args``) returned for ``req_ids``; the state checks its input
+        batch once and plans from that.
+        """
+        cache = self.encoder_cache
+        if self.validate:  # SPEC E2: every list of the batch, whether the step reads it or not
+            for req_id in req_ids:
+                check_feature_list(req_id, cache.mm_features.get(req_id, ()))
         return self.planner.plan(
-            cache.mm_features,
-            cache.encoder_outputs,
-            req_ids,
-            total_num_scheduled_tokens,
-            num_scheduled_tokens,
-            query_start_loc,
-            prefill_lens,
-            num_computed_tokens,
-            draft_lookahead,
-            validate=self.validate,
+            cache.mm_features, cache.encoder_outputs, req_ids, batch, validate=self.validate
         )
 
     def gather_mm_embeddings(

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rtmm_protocol.feature import MultiModalFeature
-from rtmm_protocol.validation import check_feature_list
+from rtmm_protocol.validation import MAX_POSITION, check_feature_list
 
 __all__ = ["MAX_POSITION", "FeatureTable"]
 
@@ -32,8 +32,8 @@ _I64 = npt.NDArray[np.int64]
 _POSITION_BITS = 40
 # In-segment position of padding entries: above every real position, below the next key.
 _PAD = (1 << _POSITION_BITS) - 1
-#: Largest placeholder end the table accepts; a feature ending later is rejected by name.
-MAX_POSITION = _PAD - 1
+# The contract's largest position fits below the padding value.
+assert MAX_POSITION == _PAD - 1
 _MAX_KEY = (1 << (63 - _POSITION_BITS)) - 1
 _SENTINEL = np.iinfo(np.int64).max
 _NONE: tuple[MultiModalFeature, ...] = ()

@@ -78,11 +78,13 @@ class MMGatherPlan:
     def pieces(self) -> list[torch.Tensor]:
         """SPEC G6: one view of the cached output per contributing pair, with ``.modality``.
 
-        Raises ``ValueError`` naming the identifier for an output that is not
-        ``(num_embeds, hidden_size)``: slicing a short one would drop rows silently.
+        Raises ``ValueError`` naming the identifier for an output that is not a
+        ``(num_embeds, hidden_size)`` tensor on the runner's device: slicing a short one
+        would drop rows silently, and a numpy array or a meta tensor has no view to give.
         """
         pieces = []
         hidden_size = self._arena.hidden_size
+        device = self._arena.storage.device
         for source, start, end, feature, num_embeds in zip(
             self._sources,
             self._row_start.tolist(),
@@ -91,8 +93,12 @@ class MMGatherPlan:
             self._num_embeds.tolist(),
             strict=True,
         ):
-            if getattr(source, "shape", None) != (num_embeds, hidden_size):
-                check_encoder_output(feature, source, hidden_size)
+            if (
+                not isinstance(source, torch.Tensor)
+                or source.shape != (num_embeds, hidden_size)
+                or source.device != device
+            ):
+                check_encoder_output(feature, source, hidden_size, device=device)
             piece = source[start:end]
             piece.modality = feature.modality  # type: ignore[attr-defined]  # SPEC G6 attribute
             pieces.append(piece)

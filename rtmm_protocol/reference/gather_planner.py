@@ -29,18 +29,16 @@ import torch
 
 from rtmm_protocol.errors import EncoderOutputMissingError
 from rtmm_protocol.feature import MultiModalFeature
-from rtmm_protocol.reference.feature_table import MAX_POSITION, FeatureTable
+from rtmm_protocol.reference.feature_table import FeatureTable
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
 from rtmm_protocol.reference.output_arena import EncoderOutputArena
-from rtmm_protocol.types import IntArray
-from rtmm_protocol.validation import check_encoder_output
+from rtmm_protocol.validation import CheckedBatch, check_encoder_output
 
 __all__ = ["GatherPlanner"]
 
 _I64 = npt.NDArray[np.int64]
 _BOOL = npt.NDArray[np.bool_]
 _EMPTY = np.zeros(0, dtype=np.int64)
-_ZERO, _MAX_POSITION = np.int64(0), np.int64(MAX_POSITION)
 _NONE_KEY = id(None)
 
 
@@ -79,33 +77,33 @@ class GatherPlanner:
         mm_features: Mapping[str, Sequence[MultiModalFeature]],
         encoder_outputs: Mapping[str, torch.Tensor],
         req_ids: list[str],
-        total_num_scheduled_tokens: int,
-        num_scheduled_tokens: IntArray,
-        query_start_loc: IntArray,
-        prefill_lens: IntArray,
-        num_computed_tokens: IntArray,
-        draft_lookahead: int = 0,
+        batch: CheckedBatch,
         *,
         validate: bool = False,
     ) -> MMGatherPlan:
         """Plan the gather of SPEC G1-G10; raise for missing outputs like the gather (G7).
 
-        The arguments are those of ``gather_mm_embeddings``, assumed consistent (the
-        caller validates them when asked). Nothing passed in is changed.
+        ``batch`` holds the call's arrays as :func:`~rtmm_protocol.validation.check_batch`
+        returned them: consistent, ``int64``, every window within the supported
+        positions. Nothing passed in is changed, and nothing is kept from a call that
+        raises except what a later call would rebuild anyway (the feature table's
+        segments of requests whose lists were read).
         """
-        num_reqs = len(req_ids)
-        total = int(total_num_scheduled_tokens)
-        scheduled = num_scheduled_tokens[:num_reqs].astype(np.int64)
-        starts = num_computed_tokens[:num_reqs].astype(np.int64) + int(draft_lookahead)
-        gathers = scheduled > 0
-        if not self.is_realtime:
-            gathers &= starts < prefill_lens[:num_reqs]
-        requests = np.flatnonzero(gathers)
-        single = num_reqs > 0 and int(scheduled.max()) <= 1
+        num_reqs = batch.num_reqs
+        scheduled = batch.num_scheduled_tokens
+        starts = batch.window_starts
+        if self.is_realtime and batch.min_scheduled > 0:  # every request gathers (G3)
+            requests = np.arange(num_reqs, dtype=np.int64)
+        else:
+            gathers = scheduled > 0
+            if not self.is_realtime:
+                gathers &= starts < batch.prefill_lens
+            requests = np.flatnonzero(gathers)
+        single = num_reqs > 0 and batch.max_scheduled <= 1
         if requests.shape[0] == 0:
             pairs = _NO_PAIRS
         else:
-            first_slots = query_start_loc[requests].astype(np.int64) - starts[requests]
+            first_slots = batch.query_start_loc[requests] - starts[requests]
             pairs = self._pairs(
                 mm_features, req_ids, requests, starts[requests], scheduled, first_slots, single
             )
@@ -113,13 +111,14 @@ class GatherPlanner:
         if not needed.all():
             pairs = pairs.take(needed)
         pairs, sources, names, keys = self._resolve(
-            pairs, encoder_outputs, req_ids, num_computed_tokens, scheduled
+            pairs, encoder_outputs, req_ids, batch.num_computed_tokens, scheduled
         )
         features = cast(list[MultiModalFeature], self.table.feature[pairs.entry].tolist())
         if validate:
+            device = self.arena.storage.device
             for feature, source in zip(features, sources, strict=True):
-                check_encoder_output(feature, source, self.arena.hidden_size)
-        mask, slots = self._mask(pairs, total, single)
+                check_encoder_output(feature, source, self.arena.hidden_size, device=device)
+        mask, slots = self._mask(pairs, batch.total, single)
         return MMGatherPlan(
             is_mm_embed=mask,
             slots=slots,
@@ -150,7 +149,9 @@ class GatherPlanner:
         for _ in range(2):
             lists = table.lookup(mm_features, req_ids)
             key_base = table.batch_key_base[requests]
-            keys = key_base + np.minimum(np.maximum(starts, _ZERO), _MAX_POSITION)
+            # check_batch bounds every window by MAX_POSITION + 1, and a gathering
+            # window holds a position: its keys stay inside the request's key range.
+            keys = key_base + starts
             first = table.end_key.searchsorted(keys, side="right")
             # A neighbour matters only where the window reaches past the features it
             # overlaps: an unchanged feature covering a position blocks every other one.
@@ -158,8 +159,7 @@ class GatherPlanner:
                 hit = table.start_key[first] <= keys
                 last, left, right = first + hit, first - ~hit, first
             else:
-                ends_clipped = np.minimum(np.maximum(ends, _ZERO), _MAX_POSITION + 1)
-                last = table.start_key.searchsorted(key_base + ends_clipped)
+                last = table.start_key.searchsorted(key_base + ends)
                 empty = first == last
                 left = first - (empty | (table.start[first] > starts))
                 right = last - 1 + (empty | (table.end[last - 1] < ends))
@@ -199,7 +199,7 @@ class GatherPlanner:
         pairs: _Pairs,
         encoder_outputs: Mapping[str, torch.Tensor],
         req_ids: list[str],
-        num_computed_tokens: IntArray,
+        num_computed_tokens: _I64,
         scheduled: _I64,
     ) -> tuple[_Pairs, list[torch.Tensor], list[str], list[int]]:
         """Look up the pairs' outputs; drop look-ahead misses, raise for the others (G7).
@@ -218,7 +218,7 @@ class GatherPlanner:
         )
         missing = np.flatnonzero(~found)
         owners = pairs.request[missing]
-        scheduled_end = num_computed_tokens[owners].astype(np.int64) + scheduled[owners]
+        scheduled_end = num_computed_tokens[owners] + scheduled[owners]
         # A miss is tolerated only where the feature starts past the scheduled tokens:
         # such features are reached by the drafter's look-ahead alone.
         inside = np.flatnonzero(self.table.start[pairs.entry[missing]] < scheduled_end)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -9,17 +10,28 @@ import numpy as np
 import torch
 
 from rtmm_protocol.types import IntArray
+from rtmm_protocol.validation import require_int
 
 __all__ = ["ReferenceInputBatch"]
 
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
 
 def _counts(name: str, values: Sequence[int], num_reqs: int) -> IntArray:
+    """Per-request integers as an ``int32`` array (``int64`` when a value needs it)."""
     if len(values) != num_reqs:
         raise ValueError(f"{name} has {len(values)} entries, expected one per request ({num_reqs})")
-    array = np.asarray(values, dtype=np.int32)
-    if array.size and int(array.min()) < 0:
-        raise ValueError(f"{name} must be non-negative, got {list(values)!r}")
-    return array
+    listed = [require_int(f"{name}[{i}]", value) for i, value in enumerate(values)]
+    if listed and min(listed) < 0:
+        raise ValueError(f"{name} must be non-negative, got {listed!r}")
+    return _smallest_array(listed)
+
+
+def _smallest_array(values: Sequence[int]) -> IntArray:
+    """``values`` as ``int32`` as engines keep them, or ``int64`` where one would not fit."""
+    if values and max(values) > _INT32_MAX:
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=np.int32)
 
 
 @dataclass
@@ -60,15 +72,18 @@ class ReferenceInputBatch:
         prefill = _counts("prefill_lens", prefill_lens, num_reqs)
         computed = _counts("num_computed_tokens", num_computed_tokens, num_reqs)
         scheduled = _counts("num_scheduled_tokens", num_scheduled_tokens, num_reqs)
-        query_start_loc = np.zeros(num_reqs + 1, dtype=np.int32)
-        np.cumsum(scheduled, out=query_start_loc[1:])
+        query_start_loc = _smallest_array([0, *itertools.accumulate(scheduled.tolist())])
         num_tokens = int(query_start_loc[-1])
-        padded = num_tokens if num_tokens_after_padding is None else num_tokens_after_padding
+        padded = (
+            num_tokens
+            if num_tokens_after_padding is None
+            else require_int("num_tokens_after_padding", num_tokens_after_padding)
+        )
         if padded < num_tokens:
             raise ValueError(
                 f"num_tokens_after_padding={padded} is smaller than num_tokens={num_tokens}"
             )
-        if vocab_size <= 0:
+        if require_int("vocab_size", vocab_size) <= 0:
             raise ValueError(f"vocab_size must be positive, got {vocab_size}")
         if input_ids is None:
             tokens = np.zeros(padded, dtype=np.int64)
@@ -77,6 +92,11 @@ class ReferenceInputBatch:
                 positions = np.arange(int(computed[i]), int(computed[i]) + int(scheduled[i]))
                 tokens[start : start + positions.size] = (positions * 7 + i * 13 + 1) % vocab_size
             input_ids = torch.from_numpy(tokens).to(device)
+        elif not isinstance(input_ids, torch.Tensor) or input_ids.dim() == 0:
+            raise ValueError(
+                f"input_ids must be a tensor of token ids, got {type(input_ids).__name__}"
+                f"{'' if not isinstance(input_ids, torch.Tensor) else ' of shape ()'}"
+            )
         elif input_ids.shape[0] < padded:
             raise ValueError(
                 f"input_ids has {input_ids.shape[0]} entries, fewer than "

@@ -12,7 +12,14 @@ from rtmm_protocol.protocols import InputBatch, MultiModalModel, TextModel
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.reference.encoder_runner import EncoderRunner
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
-from rtmm_protocol.validation import check_gather_args, validation_enabled
+from rtmm_protocol.validation import (
+    check_buffer_size,
+    check_device,
+    check_input_batch,
+    check_size,
+    require_int,
+    validation_enabled,
+)
 
 __all__ = ["ReferenceModelState"]
 
@@ -35,6 +42,16 @@ class ReferenceModelState:
 
     A model without ``embed_multimodal`` makes a text-only state: no buffer,
     ``dummy_inputs_embeds`` and ``get_mm_embeddings`` return ``None``.
+
+    Bad input gets a ``ValueError`` naming the field and the value (SPEC E1-E3); every
+    call checks its batch (:func:`~rtmm_protocol.validation.check_input_batch`) before
+    it encodes or writes anything, and a call that raises leaves the state usable: the
+    next valid call returns what a fresh state would.
+
+    Threads: use one state per thread (a call writes the persistent buffer, the staging
+    buffers and the runner's arena without locks). Several states may share one cache
+    as long as none changes it while another reads it; the real path caches the outputs
+    it encodes, so those calls must not overlap with other users of the cache.
     """
 
     def __init__(
@@ -49,14 +66,26 @@ class ReferenceModelState:
         validate: bool | None = None,
         arena_rows: int | None = None,
     ) -> None:
+        hidden_size = check_size("hidden_size", hidden_size)
+        max_num_tokens = check_size("max_num_tokens", max_num_tokens)
+        self.device = torch.device(device)
+        check_device("device", self.device)
+        self.supports_mm_inputs = callable(getattr(model, "embed_multimodal", None))
+        if self.supports_mm_inputs:  # the persistent buffer and the rows buffer
+            check_buffer_size(
+                "max_num_tokens",
+                max_num_tokens,
+                2 * max_num_tokens,
+                hidden_size,
+                dtype,
+                self.device,
+            )
         self.model = model
         self.encoder_cache = encoder_cache
         self.hidden_size = hidden_size
         self.max_num_tokens = max_num_tokens
         self.dtype = dtype
-        self.device = torch.device(device)
         self.is_realtime = supports_realtime(model)
-        self.supports_mm_inputs = callable(getattr(model, "embed_multimodal", None))
         # A text-only model never reaches the encoder nor reads rows: a token arena.
         self.encoder_runner = EncoderRunner(
             cast(MultiModalModel, model),
@@ -101,34 +130,30 @@ class ReferenceModelState:
     def validate(self, value: bool | None) -> None:
         self.encoder_runner.validate = validation_enabled(value)
 
-    def _check_num_tokens(self, name: str, num_tokens: int) -> None:
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int):
-            raise TypeError(f"{name} must be an int, got {num_tokens!r}")
-        if not 0 <= num_tokens <= self.max_num_tokens:
-            raise ValueError(
-                f"{name}={num_tokens} is outside [0, max_num_tokens={self.max_num_tokens}]"
-            )
-
     def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
-        """A view of the first ``num_tokens`` rows of the persistent buffer (D1-D5)."""
-        self._check_num_tokens("num_tokens", num_tokens)
+        """A view of the first ``num_tokens`` rows of the persistent buffer (D1-D5).
+
+        ``num_tokens`` may be any integer (a numpy one too) in ``[0, max_num_tokens]``.
+        """
+        n = require_int("num_tokens", num_tokens)
+        if not 0 <= n <= self.max_num_tokens:
+            raise ValueError(f"num_tokens={n} is outside [0, max_num_tokens={self.max_num_tokens}]")
         if self.inputs_embeds is None:
             return None
-        return self.inputs_embeds[:num_tokens]
+        return self.inputs_embeds[:n]
 
     def gather_mm_embeddings(
         self, input_batch: InputBatch, draft_lookahead: int = 0
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
         """The runner-level gather over the batch's fields (G10)."""
-        return self.encoder_runner.gather_mm_embeddings(
-            input_batch.req_ids,
-            input_batch.num_tokens,
-            input_batch.num_scheduled_tokens,
-            input_batch.query_start_loc_np,
-            input_batch.prefill_len_np,
-            input_batch.num_computed_tokens_np,
+        batch = check_input_batch(
+            input_batch,
             draft_lookahead,
+            validate=self.validate,
+            known_req_ids=self.encoder_cache.mm_features,
         )
+        plan = self.encoder_runner.plan_checked(input_batch.req_ids, batch)
+        return plan.pieces(), plan.is_mm_embed
 
     def get_mm_embeddings(
         self,
@@ -139,43 +164,23 @@ class ReferenceModelState:
         """Encode, gather, merge into the buffer; return ``buffer[:num_tokens_after_padding]``.
 
         ``req_states`` (the engine's per-request state) is accepted and ignored: everything
-        the step needs is in the batch and the encoder cache.
+        the step needs is in the batch and the encoder cache. The batch and the schedule
+        are checked before anything is encoded, and the buffer is written only once the
+        model has merged the rows.
         """
         if self.inputs_embeds is None:
             return None
-        num_tokens = int(input_batch.num_tokens)
-        padded = int(input_batch.num_tokens_after_padding)
-        # Always checked: a too-large batch would otherwise be silently cut by the slice.
-        self._check_num_tokens("num_tokens_after_padding", padded)
-        if padded < num_tokens:
-            raise ValueError(
-                f"num_tokens_after_padding={padded} is smaller than num_tokens={num_tokens}"
-            )
-        if input_batch.input_ids.shape[0] < num_tokens:
-            raise ValueError(
-                f"input_ids has {input_batch.input_ids.shape[0]} entries, fewer than "
-                f"num_tokens={num_tokens}"
-            )
-        if self.validate:
-            check_gather_args(
-                input_batch.req_ids,
-                num_tokens,
-                input_batch.num_scheduled_tokens,
-                input_batch.query_start_loc_np,
-                input_batch.prefill_len_np,
-                input_batch.num_computed_tokens_np,
-                0,
-                known_req_ids=self.encoder_cache.mm_features,
-            )
-        self.encoder_runner.execute_encoder(scheduled_encoder_inputs)
-        plan = self.encoder_runner.plan_mm_gather(
-            input_batch.req_ids,
-            num_tokens,
-            input_batch.num_scheduled_tokens,
-            input_batch.query_start_loc_np,
-            input_batch.prefill_len_np,
-            input_batch.num_computed_tokens_np,
+        batch = check_input_batch(
+            input_batch,
+            0,
+            max_num_tokens=self.max_num_tokens,
+            validate=self.validate,
+            known_req_ids=self.encoder_cache.mm_features,
         )
+        num_tokens = batch.total
+        padded = int(input_batch.num_tokens_after_padding)
+        self.encoder_runner.execute_encoder(scheduled_encoder_inputs)
+        plan = self.encoder_runner.plan_checked(input_batch.req_ids, batch)
         rows, mask = self._rows_and_mask(plan, num_tokens)
         merged = self.model.embed_input_ids(
             input_batch.input_ids[:num_tokens], [rows] if plan.num_rows else [], mask

@@ -123,6 +123,11 @@ class EncoderOutputArena:
                 f"encoder output of {identifier!r} has shape {tuple(tensor.shape)}, expected "
                 f"(num_embeds, {self.hidden_size})"
             )
+        if tensor.device != self.storage.device:  # a meta tensor has no rows to copy
+            raise ValueError(
+                f"encoder output of {identifier!r} is on device {tensor.device}, expected "
+                f"{self.storage.device}"
+            )
         rows = int(tensor.shape[0])
         start = self._place(identifier, rows, keep)
         self.storage[start : start + rows].copy_(tensor)

@@ -47,11 +47,33 @@ class ToyTextModel:
         )
 
     def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Look the tokens up in the embedding table."""
-        if input_ids.numel() and int(input_ids.max()) >= self.vocab_size:
+        """Look the tokens up in the embedding table.
+
+        ``input_ids`` must be a 1-D integer tensor of ids in ``[0, vocab_size)``: a float
+        or 2-D tensor would index the table in another sense, and a negative id would
+        silently read a row from the end. Raises ``ValueError`` naming ``input_ids``.
+        """
+        if not isinstance(input_ids, torch.Tensor):
+            raise ValueError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
+        if input_ids.dim() != 1:
             raise ValueError(
-                f"input_ids holds token {int(input_ids.max())} outside vocab_size={self.vocab_size}"
+                f"input_ids must be one-dimensional, got shape {tuple(input_ids.shape)}"
             )
+        if (
+            input_ids.dtype.is_floating_point
+            or input_ids.dtype.is_complex
+            or (input_ids.dtype == torch.bool)
+        ):
+            raise ValueError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
+        if input_ids.is_meta:
+            raise ValueError("input_ids is on the meta device and holds no token ids")
+        if input_ids.numel():
+            lowest, highest = (int(v) for v in torch.aminmax(input_ids))
+            if lowest < 0 or highest >= self.vocab_size:
+                bad = lowest if lowest < 0 else highest
+                raise ValueError(
+                    f"input_ids holds token {bad} outside [0, vocab_size={self.vocab_size})"
+                )
         return self.token_table[input_ids.to(self.device)]
 
     def embed_input_ids(

@@ -87,7 +87,7 @@ class FaultyGatherer(EncoderRunner):
 
     # ------------------------------------------------------------------ validation
 
-    def _check_batch(self, check: Callable[[], None]) -> bool:
+    def _check_batch(self, check: Callable[[], object]) -> bool:
         """Run the batch check; False means "answer with an empty result" (a fault)."""
         try:
             check()
