@@ -1,6 +1,6 @@
 """What a call on possibly corrupted inputs must return, read from the spec alone.
 
-:func:`expected_result` first decides whether the inputs are a legal call (SPEC §1, E1,
+:func:`expected_result` first decides whether the inputs are a legal call (SPEC G1, E1,
 E2, R1, D1-D5): integer arrays of any width, consistent offsets, positions in the
 supported range, registered features that a gather can read. For a legal call it asks
 the oracle (:func:`~rtmm_protocol.conformance.oracle.oracle_gather`) what the gather
@@ -78,7 +78,7 @@ class _Batch:
 
 
 def _batch(inputs: StepInputs, lookahead: int | None) -> _Batch | str:
-    """The batch as Python ints, or why it is not a legal batch (SPEC §1, E1).
+    """The batch as Python ints, or why it is not a legal batch (SPEC G1, E1).
 
     ``lookahead`` overrides the inputs' (the real path has none).
     """
