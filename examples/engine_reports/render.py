@@ -167,7 +167,8 @@ def render_causes() -> str:
 
 
 def _relative_paths(text: str) -> str:
-    return _SITE_PACKAGES.sub("", text.replace(f"{REPO}/", ""))
+    # Site-packages first: a virtual environment may live inside the repository.
+    return _SITE_PACKAGES.sub("", text).replace(f"{REPO}/", "")
 
 
 def run_suites(python: str) -> None:

@@ -39,7 +39,11 @@ __all__ = [
 Frame = tuple[str, int, str]
 
 # ``describe_error`` writes a target's exception as ``Type: message (at file:line)``.
-_DESCRIBED = re.compile(r"(?P<type>[A-Za-z_][\w.]*): .*\(at (?P<file>[^()]+?):(?P<line>\d+)\)\s*$")
+# The type is a class name (capitalised, possibly dotted), so a label before it such as
+# "... for 2 requests: ValueError: ..." is not taken for the type.
+_DESCRIBED = re.compile(
+    r"\b(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*): .*\(at (?P<file>[^()]+?):(?P<line>\d+)\)\s*$"
+)
 
 
 @dataclass(frozen=True)
