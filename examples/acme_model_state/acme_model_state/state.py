@@ -18,6 +18,7 @@ from rtmm_protocol import (
     MultiModalFeature,
     supports_realtime,
 )
+from rtmm_protocol.modality import with_modality
 from rtmm_protocol.protocols import MultiModalModel, TextModel
 from rtmm_protocol.validation import check_encoder_output, check_feature_list, check_gather_args
 
@@ -143,9 +144,7 @@ class AcmeModelState:
                 return  # reached only through the drafter's look-ahead
             raise EncoderOutputMissingError(feature.identifier, req_id)
         check_encoder_output(feature, output, self.hidden_size)  # never slice a short output
-        piece = output[first_row:end_row]
-        piece.modality = feature.modality  # type: ignore[attr-defined]
-        mm_embeds.append(piece)
+        mm_embeds.append(with_modality(output[first_row:end_row], feature.modality))
         slot = first_slot + pos.offset + lo - start
         if pos.is_embed is None:
             is_mm_embed[slot : slot + hi - lo] = True
