@@ -135,19 +135,30 @@ class FeatureTable:
         self._batch_ids = None
 
     def changed_items(
-        self, lists: list[Sequence[MultiModalFeature]], requests: _I64, first: _I64, last: _I64
+        self,
+        lists: list[Sequence[MultiModalFeature]],
+        requests: _I64,
+        first: _I64,
+        last: _I64,
+        *,
+        inside: bool = False,
     ) -> _I64:
         """Those of ``requests`` whose list items at entries ``[first, last]`` changed.
 
         ``lists`` are the batch's lists as :meth:`lookup` returned them; ``requests`` are
         batch indices, with ``first`` and ``last`` (inclusive) clipped to each segment
-        here. An item counts as changed when it is not the object synced into the table.
+        here. ``inside`` says they are equal and within the segments already (saves the
+        clipping). An item counts as changed when it is not the object synced into the
+        table.
         """
-        base = self.batch_base[requests]
-        first = np.maximum(first, base)
-        last = np.minimum(last, base + self._batch_counts[requests] - 1)
-        counts = last - first + 1
-        if requests.shape[0] == len(lists) and (counts == 1).all():
+        if inside:
+            counts = np.ones(requests.shape[0], dtype=np.int64)
+        else:
+            base = self.batch_base[requests]
+            first = np.maximum(first, base)
+            last = np.minimum(last, base + self._batch_counts[requests] - 1)
+            counts = last - first + 1
+        if requests.shape[0] == len(lists) and (inside or (counts == 1).all()):
             # Every request checks one item (decode windows inside a feature).
             owners, entries, owner_lists = requests, first, lists
         else:
