@@ -208,9 +208,9 @@ class GatherPlanner:
         each key lies inside that entry.
 
         A decode window moves one position a step and mostly stays inside last step's
-        feature, so in large batches that entry is tried first and only the others are
-        searched. An entry whose key range holds the key is the search's answer: the keys
-        are sorted and no two entries' ranges overlap.
+        feature or enters the next one, so in large batches those entries are tried first
+        and only the other windows are searched. An entry whose key range holds the key
+        is the search's answer: the keys are sorted and no two entries' ranges overlap.
         """
         table = self.table
         start_key, end_key = table.start_key, table.end_key
@@ -222,11 +222,15 @@ class GatherPlanner:
             self._hint = np.zeros(len(req_ids), dtype=np.int64)  # entry 0 holds no key
         first = self._hint[requests]
         hit = (start_key[first] <= keys) & (keys < end_key[first])
-        if not hit.all():
+        if not hit.all():  # a window that left its feature is mostly in the next one
             miss = np.flatnonzero(~hit)
-            found = end_key.searchsorted(keys[miss], side="right")
-            first[miss] = found
-            hit[miss] = start_key[found] <= keys[miss]
+            near, missed = np.minimum(first[miss] + 1, end_key.shape[0] - 1), keys[miss]
+            inside = (start_key[near] <= missed) & (missed < end_key[near])
+            far = np.flatnonzero(~inside)
+            if far.shape[0]:
+                near[far] = end_key.searchsorted(missed[far], side="right")
+                inside[far] = start_key[near[far]] <= missed[far]
+            first[miss], hit[miss] = near, inside
         self._hint[requests] = first
         return first, hit
 
