@@ -147,22 +147,20 @@ class FeatureTable:
 
         ``lists`` are the batch's lists as :meth:`lookup` returned them; ``requests`` are
         batch indices, with ``first`` and ``last`` (inclusive) clipped to each segment
-        here. ``inside`` says they are equal and within the segments already (saves the
-        clipping). An item counts as changed when it is not the object synced into the
+        here. ``inside`` says they are equal and within the segments already (no clipping
+        needed). An item counts as changed when it is not the object synced into the
         table.
         """
-        if inside:
-            counts = np.ones(requests.shape[0], dtype=np.int64)
-        else:
+        if not inside:
             base = self.batch_base[requests]
             first = np.maximum(first, base)
             last = np.minimum(last, base + self._batch_counts[requests] - 1)
-            counts = last - first + 1
-        if requests.shape[0] == len(lists) and (inside or (counts == 1).all()):
+            inside = bool((last == first).all())
+        if inside and requests.shape[0] == len(lists):
             # Every request checks one item (decode windows inside a feature).
             owners, entries, owner_lists = requests, first, lists
         else:
-            np.maximum(counts, 0, out=counts)
+            counts = np.maximum(last - first + 1, 0)
             owners = np.repeat(requests, counts)
             entries = np.arange(owners.shape[0], dtype=np.int64)
             entries += np.repeat(first - (np.cumsum(counts) - counts), counts)
