@@ -29,6 +29,7 @@ from rtmm_protocol.validation import MAX_POSITION, check_feature_list
 __all__ = ["MAX_POSITION", "FeatureTable"]
 
 _I64 = npt.NDArray[np.int64]
+_Lists = list[Sequence[MultiModalFeature]]
 _POSITION_BITS = 40
 # In-segment position of padding entries: above every real position, below the next key.
 _PAD = (1 << _POSITION_BITS) - 1
@@ -72,7 +73,7 @@ class FeatureTable:
         self._segments: dict[str, _Segment] = {}
         # The batch of the last lookup, per batch index.
         self._batch_ids: list[str] | None = None
-        self._batch_lists: list[Sequence[MultiModalFeature]] = []
+        self._batch_lists: _Lists = []
         self._batch_lens: list[int] = []
         self.batch_key_base: _I64 = np.zeros(0, dtype=np.int64)
         self.batch_base: _I64 = np.zeros(0, dtype=np.int64)
@@ -98,7 +99,7 @@ class FeatureTable:
 
     def lookup(
         self, mm_features: Mapping[str, Sequence[MultiModalFeature]], req_ids: list[str]
-    ) -> list[Sequence[MultiModalFeature]]:
+    ) -> _Lists:
         """Sync the batch's requests; return their feature lists, in batch order.
 
         Afterwards :attr:`batch_key_base` and :attr:`batch_base` hold each request's key
@@ -135,21 +136,14 @@ class FeatureTable:
         self._batch_ids = None
 
     def changed_items(
-        self,
-        lists: list[Sequence[MultiModalFeature]],
-        requests: _I64,
-        first: _I64,
-        last: _I64,
-        *,
-        inside: bool = False,
+        self, lists: _Lists, requests: _I64, first: _I64, last: _I64, *, inside: bool = False
     ) -> _I64:
         """Those of ``requests`` whose list items at entries ``[first, last]`` changed.
 
         ``lists`` are the batch's lists as :meth:`lookup` returned them; ``requests`` are
         batch indices, with ``first`` and ``last`` (inclusive) clipped to each segment
-        here. ``inside`` says they are equal and within the segments already (no clipping
-        needed). An item counts as changed when it is not the object synced into the
-        table.
+        here (``inside``: they are equal and within the segments already). An item counts
+        as changed when it is not the object synced into the table.
         """
         if not inside:
             base = self.batch_base[requests]

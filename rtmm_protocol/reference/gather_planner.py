@@ -72,11 +72,9 @@ class GatherPlanner:
         self.is_realtime = is_realtime
         self.arena = arena
         self.table = FeatureTable()
-        # Each batch request's entry from the last single-position plan (see
-        # _single_entries), for the batch ``_hint_ids`` over a table of ``_hint_size``.
+        # Per request of the batch _hint_ids, its entry in the last single-position plan.
         self._hint_ids: list[str] | None = None
-        self._hint_size = 0
-        self._hint = _EMPTY
+        self._hint, self._hint_size = _EMPTY, 0  # and the table size it was found in
 
     def plan(
         self,
@@ -204,13 +202,11 @@ class GatherPlanner:
         )
 
     def _single_entries(self, keys: _I64, requests: _I64, req_ids: list[str]) -> tuple[_I64, _BOOL]:
-        """For one-position windows: ``end_key.searchsorted(keys, "right")``, and whether
-        each key lies inside that entry.
+        """``end_key.searchsorted(keys, "right")`` and whether each key lies in that entry.
 
-        A decode window moves one position a step and mostly stays inside last step's
-        feature or enters the next one, so in large batches those entries are tried first
-        and only the other windows are searched. An entry whose key range holds the key
-        is the search's answer: the keys are sorted and no two entries' ranges overlap.
+        Decode windows mostly stay in last step's feature or enter the next one, so large
+        batches try those entries first and search for the rest. An entry whose key range
+        holds the key is the search's answer (sorted keys, no two ranges overlap).
         """
         table = self.table
         start_key, end_key = table.start_key, table.end_key
