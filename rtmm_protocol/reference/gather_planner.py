@@ -40,7 +40,7 @@ _I64 = npt.NDArray[np.int64]
 _BOOL = npt.NDArray[np.bool_]
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NONE_KEY = id(None)
-_HINT_MIN = 64  # smaller batches search directly: the search is cheaper than the check
+_HINT_MIN = 256  # smaller batches search directly: a small table is as quick to search
 
 
 class _Pairs(NamedTuple):
