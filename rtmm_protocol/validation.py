@@ -507,39 +507,25 @@ def check_input_batch(
             raise ValueError(
                 f"input_ids has {input_ids.shape[0]} entries, fewer than num_tokens={num_tokens}"
             )
-    check = check_gather_args if validate else _check_batch_unvalidated
-    return check(
+    if validate:
+        return check_gather_args(
+            req_ids,
+            num_tokens,
+            input_batch.num_scheduled_tokens,
+            input_batch.query_start_loc_np,
+            input_batch.prefill_len_np,
+            input_batch.num_computed_tokens_np,
+            draft_lookahead,
+            known_req_ids,
+            max_position=max_position,
+        )
+    return check_batch(
         req_ids,
         num_tokens,
         input_batch.num_scheduled_tokens,
         input_batch.query_start_loc_np,
         input_batch.prefill_len_np,
         input_batch.num_computed_tokens_np,
-        draft_lookahead,
-        known_req_ids,
-        max_position=max_position,
-    )
-
-
-def _check_batch_unvalidated(
-    req_ids: Sequence[str],
-    total_num_scheduled_tokens: object,
-    num_scheduled_tokens: object,
-    query_start_loc: object,
-    prefill_lens: object,
-    num_computed_tokens: object,
-    draft_lookahead: object,
-    known_req_ids: Container[str] | None = None,
-    *,
-    max_position: int = MAX_POSITION,
-) -> CheckedBatch:
-    return check_batch(
-        req_ids,
-        total_num_scheduled_tokens,
-        num_scheduled_tokens,
-        query_start_loc,
-        prefill_lens,
-        num_computed_tokens,
         draft_lookahead,
         max_position=max_position,
     )

@@ -29,6 +29,7 @@ from rtmm_protocol.validation import MAX_POSITION, check_feature_list
 __all__ = ["MAX_POSITION", "FeatureTable"]
 
 _I64 = npt.NDArray[np.int64]
+_Lists = list[Sequence[MultiModalFeature]]
 _POSITION_BITS = 40
 # In-segment position of padding entries: above every real position, below the next key.
 _PAD = (1 << _POSITION_BITS) - 1
@@ -72,7 +73,7 @@ class FeatureTable:
         self._segments: dict[str, _Segment] = {}
         # The batch of the last lookup, per batch index.
         self._batch_ids: list[str] | None = None
-        self._batch_lists: list[Sequence[MultiModalFeature]] = []
+        self._batch_lists: _Lists = []
         self._batch_lens: list[int] = []
         self.batch_key_base: _I64 = np.zeros(0, dtype=np.int64)
         self.batch_base: _I64 = np.zeros(0, dtype=np.int64)
@@ -98,7 +99,7 @@ class FeatureTable:
 
     def lookup(
         self, mm_features: Mapping[str, Sequence[MultiModalFeature]], req_ids: list[str]
-    ) -> list[Sequence[MultiModalFeature]]:
+    ) -> _Lists:
         """Sync the batch's requests; return their feature lists, in batch order.
 
         Afterwards :attr:`batch_key_base` and :attr:`batch_base` hold each request's key
@@ -135,23 +136,25 @@ class FeatureTable:
         self._batch_ids = None
 
     def changed_items(
-        self, lists: list[Sequence[MultiModalFeature]], requests: _I64, first: _I64, last: _I64
+        self, lists: _Lists, requests: _I64, first: _I64, last: _I64, *, inside: bool = False
     ) -> _I64:
         """Those of ``requests`` whose list items at entries ``[first, last]`` changed.
 
         ``lists`` are the batch's lists as :meth:`lookup` returned them; ``requests`` are
         batch indices, with ``first`` and ``last`` (inclusive) clipped to each segment
-        here. An item counts as changed when it is not the object synced into the table.
+        here (``inside``: they are equal and within the segments already). An item counts
+        as changed when it is not the object synced into the table.
         """
-        base = self.batch_base[requests]
-        first = np.maximum(first, base)
-        last = np.minimum(last, base + self._batch_counts[requests] - 1)
-        counts = last - first + 1
-        if requests.shape[0] == len(lists) and (counts == 1).all():
+        if not inside:
+            base = self.batch_base[requests]
+            first = np.maximum(first, base)
+            last = np.minimum(last, base + self._batch_counts[requests] - 1)
+            inside = bool((last == first).all())
+        if inside and requests.shape[0] == len(lists):
             # Every request checks one item (decode windows inside a feature).
             owners, entries, owner_lists = requests, first, lists
         else:
-            np.maximum(counts, 0, out=counts)
+            counts = np.maximum(last - first + 1, 0)
             owners = np.repeat(requests, counts)
             entries = np.arange(owners.shape[0], dtype=np.int64)
             entries += np.repeat(first - (np.cumsum(counts) - counts), counts)

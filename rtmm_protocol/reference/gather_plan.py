@@ -113,9 +113,9 @@ class MMGatherPlan:
         outputs do not fit the arena together.
         """
         starts, rows = self._arena.locate(self._identifiers, self._sources, self._source_keys)
-        bad = np.flatnonzero(rows != self._num_embeds)
-        if bad.shape[0]:
-            k = int(bad[0])
+        bad = rows != self._num_embeds
+        if bad.any():
+            k = int(bad.argmax())
             check_encoder_output(self._features[k], self._sources[k], self._arena.hidden_size)
         if self._single_rows:
             return starts + self._row_start
@@ -141,6 +141,6 @@ class MMGatherPlan:
                     f"{tuple(out.shape)}{'' if out.is_contiguous() else ' (not contiguous)'}"
                 )
         index = torch.from_numpy(self.arena_rows())
-        if arena.storage.device.type != "cpu":
+        if not arena.storage.is_cpu:
             index = index.to(arena.storage.device)
         return arena.gather(index, out=out)

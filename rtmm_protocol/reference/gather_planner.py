@@ -40,6 +40,7 @@ _I64 = npt.NDArray[np.int64]
 _BOOL = npt.NDArray[np.bool_]
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NONE_KEY = id(None)
+_HINT_MIN = 256  # smaller batches search directly: a small table is as quick to search
 
 
 class _Pairs(NamedTuple):
@@ -71,6 +72,9 @@ class GatherPlanner:
         self.is_realtime = is_realtime
         self.arena = arena
         self.table = FeatureTable()
+        # Per request of the batch _hint_ids, its entry in the last single-position plan.
+        self._hint_ids: list[str] | None = None
+        self._hint, self._hint_size = _EMPTY, 0  # and the table size it was found in
 
     def plan(
         self,
@@ -152,18 +156,20 @@ class GatherPlanner:
             # check_batch bounds every window by MAX_POSITION + 1, and a gathering
             # window holds a position: its keys stay inside the request's key range.
             keys = key_base + starts
-            first = table.end_key.searchsorted(keys, side="right")
             # A neighbour matters only where the window reaches past the features it
             # overlaps: an unchanged feature covering a position blocks every other one.
+            every = False
             if single:
-                hit = table.start_key[first] <= keys
-                last, left, right = first + hit, first - ~hit, first
+                first, hit = self._single_entries(keys, requests, req_ids)
+                every = bool(hit.all())  # each window inside a feature: one item to check
+                last, left, right = first + hit, first if every else first - ~hit, first
             else:
+                first = table.end_key.searchsorted(keys, side="right")
                 last = table.start_key.searchsorted(key_base + ends)
                 empty = first == last
                 left = first - (empty | (table.start[first] > starts))
                 right = last - 1 + (empty | (table.end[last - 1] < ends))
-            changed = table.changed_items(lists, requests, left, right)
+            changed = table.changed_items(lists, requests, left, right, inside=every)
             if changed.shape[0] == 0:
                 break
             for index in changed.tolist():
@@ -171,8 +177,9 @@ class GatherPlanner:
         else:  # pragma: no cover - a rebuilt request holds exactly its list's items
             raise RuntimeError("the feature table does not match the cache after a rebuild")
         counts = last - first
+        owner: _I64 | slice
         if single:  # at most one feature per window
-            owner = np.flatnonzero(counts)
+            owner = slice(None) if every else np.flatnonzero(counts)
             entries = first[owner]
         else:
             owner = np.repeat(np.arange(requests.shape[0]), counts)
@@ -193,6 +200,35 @@ class GatherPlanner:
         return _Pairs(
             requests[owner], entries, row_start, row_end, first_slot, window_start, window_end
         )
+
+    def _single_entries(self, keys: _I64, requests: _I64, req_ids: list[str]) -> tuple[_I64, _BOOL]:
+        """``end_key.searchsorted(keys, "right")`` and whether each key lies in that entry.
+
+        Decode windows mostly stay in last step's feature or enter the next one, so large
+        batches try those entries first and search for the rest. An entry whose key range
+        holds the key is the search's answer (sorted keys, no two ranges overlap).
+        """
+        table = self.table
+        start_key, end_key = table.start_key, table.end_key
+        if requests.shape[0] < _HINT_MIN:
+            first = end_key.searchsorted(keys, side="right")
+            return first, start_key[first] <= keys
+        if req_ids != self._hint_ids or self._hint_size != end_key.shape[0]:
+            self._hint_ids, self._hint_size = list(req_ids), end_key.shape[0]
+            self._hint = np.zeros(len(req_ids), dtype=np.int64)  # entry 0 holds no key
+        first = self._hint[requests]
+        hit = (start_key[first] <= keys) & (keys < end_key[first])
+        if not hit.all():  # a window that left its feature is mostly in the next one
+            miss = np.flatnonzero(~hit)
+            near, missed = np.minimum(first[miss] + 1, end_key.shape[0] - 1), keys[miss]
+            inside = (start_key[near] <= missed) & (missed < end_key[near])
+            far = np.flatnonzero(~inside)
+            if far.shape[0]:
+                near[far] = end_key.searchsorted(missed[far], side="right")
+                inside[far] = start_key[near[far]] <= missed[far]
+            first[miss], hit[miss] = near, inside
+        self._hint[requests] = first
+        return first, hit
 
     def _resolve(
         self,

@@ -201,7 +201,9 @@ class ReferenceModelState:
         num_rows = plan.num_rows
         rows = self._rows[:num_rows]
         if self._index_device is None or self._mask_device is None:
-            return plan.rows(out=rows), plan.is_mm_embed
+            # ``rows`` fits the plan by construction: skip the checks of ``plan.rows``.
+            index = torch.from_numpy(plan.arena_rows())
+            return self.encoder_runner.arena.gather(index, out=rows), plan.is_mm_embed
         assert self._index_staging is not None
         assert self._mask_staging is not None
         index = torch.from_numpy(plan.arena_rows())

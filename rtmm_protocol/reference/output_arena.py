@@ -102,7 +102,7 @@ class EncoderOutputArena:
             for k in [k for k, span in enumerate(spans) if span is None]:
                 spans[k] = self._adopt(identifiers[k], tensors[k], keep)
         packed = np.fromiter(spans, dtype=np.int64, count=len(spans))
-        return np.divmod(packed, np.int64(self._stride))
+        return np.divmod(packed, self._stride)
 
     def gather(self, index: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """The rows at ``index`` (int64, on the arena's device), by one ``index_select``."""
