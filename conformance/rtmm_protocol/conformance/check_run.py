@@ -72,8 +72,8 @@ class CheckRun:
         self.factory = factory
         self.factory_spec = factory_spec
         self.settings = settings
-        self.mode = mode
-        self.kind = kind
+        self.mode: Mode | None = mode
+        self.kind: TargetKind = kind
 
     @property
     def device(self) -> torch.device:
@@ -202,7 +202,9 @@ class CheckRun:
             report_multiple_bugs=False,
             verbosity=Verbosity.quiet,
             phases=(Phase.generate, Phase.shrink) if self.settings.shrink else (Phase.generate,),
-            suppress_health_check=list(HealthCheck),
+            # hypothesis leaves HealthCheckMeta.__iter__ unannotated, so pyright infers it
+            # yields the metaclass; it yields HealthCheck members.
+            suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]
         )
         @seed(self.example_seed())
         @given(strategy)

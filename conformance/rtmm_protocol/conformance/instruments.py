@@ -136,33 +136,55 @@ class RecordingDict(dict[_K, _V]):
 class InstrumentedEncoderCache(EncoderCache):
     """An :class:`~rtmm_protocol.EncoderCache` whose dicts record the target's accesses."""
 
-    mm_features: RecordingDict[str, list[MultiModalFeature]]
-    encoder_outputs: RecordingDict[str, torch.Tensor]
+    # ``mm_features`` and ``encoder_outputs`` keep the contract's declared dict types (a
+    # narrower mutable attribute would not be a sound override); the recording view of
+    # each is the property below.
 
     def __init__(self, hidden_size: int | None = None) -> None:
         super().__init__(hidden_size)
         self.mm_features = RecordingDict()
         self.encoder_outputs = RecordingDict()
 
+    @property
+    def recording_features(self) -> RecordingDict[str, list[MultiModalFeature]]:
+        """``mm_features``, as the recording dict this cache installed."""
+        return _recording(self.mm_features, "mm_features")
+
+    @property
+    def recording_outputs(self) -> RecordingDict[str, torch.Tensor]:
+        """``encoder_outputs``, as the recording dict this cache installed."""
+        return _recording(self.encoder_outputs, "encoder_outputs")
+
     @contextmanager
     def paused(self) -> Iterator[None]:
         """Do not record the accesses made inside the block (the suite's own)."""
-        with self.mm_features.paused(), self.encoder_outputs.paused():
+        with self.recording_features.paused(), self.recording_outputs.paused():
             yield
 
     def forget(self) -> None:
         """Clear both dicts' records."""
-        self.mm_features.forget()
-        self.encoder_outputs.forget()
+        self.recording_features.forget()
+        self.recording_outputs.forget()
 
     @property
     def touched(self) -> bool:
         """Whether anything was read or written since the last :meth:`forget`."""
-        return any(d.reads or d.writes for d in (self.mm_features, self.encoder_outputs))
+        dicts = (self.recording_features, self.recording_outputs)
+        return any(d.reads or d.writes for d in dicts)
 
     def output_reads(self) -> set[object]:
         """Keys of ``encoder_outputs`` read since the last :meth:`forget`."""
-        return set(self.encoder_outputs.reads)
+        return set(self.recording_outputs.reads)
+
+
+def _recording(value: dict[_K, _V], field: str) -> RecordingDict[_K, _V]:
+    """``value`` as a recording dict; a target that replaced the cache's dict gets an error."""
+    if not isinstance(value, RecordingDict):
+        raise TypeError(
+            f"EncoderCache.{field} is a {type(value).__name__}, not the recording dict the "
+            "suite installed: the target replaced the whole dict instead of changing its entries"
+        )
+    return value
 
 
 class EncoderCallLog:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -145,17 +145,21 @@ class _SuiteSession:
         from rtmm_protocol.conformance.xfail import parse_xfail_file
 
         self.config = config
-        self.spec: str = config.getoption("conformance")
+        # ``getoption`` is untyped. Every option read here has a default and a ``type``,
+        # ``choices`` or ``store_true``, so argparse has converted and checked its value;
+        # ``--conformance`` itself is set (a session is made only then) to a string.
+        self.spec = cast(str, config.getoption("conformance"))
+        version = cast("str | None", config.getoption("conformance_version"))
         try:
             self.settings: RunSettings = make_settings(
-                device=config.getoption("conformance_device"),
-                dtype=config.getoption("conformance_dtype"),
-                seed=config.getoption("conformance_seed"),
-                examples=config.getoption("conformance_examples"),
-                timeout_s=config.getoption("conformance_timeout"),
-                strict=config.getoption("conformance_strict"),
-                version=config.getoption("conformance_version") or PROTOCOL_VERSION,
-                isolation=config.getoption("conformance_isolation"),
+                device=cast("str | None", config.getoption("conformance_device")),
+                dtype=cast(str, config.getoption("conformance_dtype")),
+                seed=cast(int, config.getoption("conformance_seed")),
+                examples=cast(int, config.getoption("conformance_examples")),
+                timeout_s=cast(float, config.getoption("conformance_timeout")),
+                strict=cast(bool, config.getoption("conformance_strict")),
+                version=version or PROTOCOL_VERSION,
+                isolation=cast(str, config.getoption("conformance_isolation")),
             )
             where: tuple[Isolation, str] = resolve_isolation(self.settings.isolation)
         except (ValueError, RuntimeError) as error:

@@ -147,7 +147,7 @@ class SuiteRunner:
         self._guard = HangGuard()
         self.factory_spec = factory_spec
         self.settings = settings
-        self.kind = kind
+        self.kind: TargetKind = kind
         self.checks = dict(implementations() if checks is None else checks)
         self._results: dict[tuple[str, Mode | None], CheckResult] = {}
 
@@ -330,7 +330,7 @@ class SuiteRunner:
             other = self.checks.get(prerequisite)
             if other is None:
                 continue
-            modes = [mode] if mode in other.modes else list(other.modes)
+            modes: list[Mode | None] = [mode] if mode in other.modes else list(other.modes)
             results = [self.run(prerequisite, m) for m in modes]
             failed = [r for r in results if r.outcome in (Outcome.FAILED, Outcome.BLOCKED)]
             if failed:

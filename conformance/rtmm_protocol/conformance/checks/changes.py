@@ -17,13 +17,13 @@ current cache (the oracle), including the error for an output that is gone.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from rtmm_protocol.conformance.check_run import CheckRun
+from rtmm_protocol.conformance.check_run import Built, CheckRun
 from rtmm_protocol.conformance.checks.stateful import (
     Judge,
     _compare,
@@ -89,6 +89,16 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
     class ChangingLife(base):  # type: ignore[valid-type,misc]  # a class built at run time
         """Requests, lists and outputs change between steps in every way C1 allows."""
 
+        # What this class uses of the life built by ``life_machine``: a class made at run
+        # time is only a ``RuleBasedStateMachine`` to a type checker. Annotations alone, so
+        # nothing here shadows the base's attributes.
+        built: Built
+        requests: dict[str, _Request]
+        ordinals: dict[str, int]
+        counter: int
+        _new_feature: Callable[[int, _FeatureShape], FeatureSpec]
+        _cache: Callable[[FeatureSpec], None]
+
         def __init__(self) -> None:
             super().__init__()
             self.generations: dict[str, int] = {}
@@ -101,7 +111,7 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
                 return sorted(dict.keys(self.built.cache.encoder_outputs))
 
         def _lists(self) -> dict[str, list[MultiModalFeature]]:
-            return self.built.cache.mm_features  # type: ignore[no-any-return]
+            return self.built.cache.mm_features
 
         def _put(self, spec: FeatureSpec) -> None:
             """Store an output with values no earlier output of this life had."""

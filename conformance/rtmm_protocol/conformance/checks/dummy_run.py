@@ -185,9 +185,11 @@ def _no_encoder(run: CheckRun) -> None:
     calls = len(step.encoder_log.calls)
     cache = step.built.cache
     touched = {
-        "mm_features": sorted(map(str, cache.mm_features.reads | cache.mm_features.writes)),
+        "mm_features": sorted(
+            map(str, cache.recording_features.reads | cache.recording_features.writes)
+        ),
         "encoder_outputs": sorted(
-            map(str, cache.encoder_outputs.reads | cache.encoder_outputs.writes)
+            map(str, cache.recording_outputs.reads | cache.recording_outputs.writes)
         ),
     }
     if calls or any(touched.values()):

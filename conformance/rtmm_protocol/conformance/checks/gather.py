@@ -459,7 +459,8 @@ def _is_row_view(piece: torch.Tensor, outputs: Iterable[torch.Tensor]) -> bool:
         if piece.shape[0] == 0:
             return True
         row = output.stride(0)
-        delta = piece.storage_offset() - output.storage_offset()
+        # ``storage_offset`` is typed to allow symbolic ints; these tensors are eager.
+        delta = int(piece.storage_offset()) - int(output.storage_offset())
         if piece.stride() == output.stride() and delta % max(row, 1) == 0:
             first = delta // max(row, 1)
             if first >= 0 and first + piece.shape[0] <= output.shape[0]:

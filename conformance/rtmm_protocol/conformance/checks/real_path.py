@@ -58,7 +58,7 @@ def _own_gather_consistent(run: CheckRun, step: RealStep) -> bool:
 
 
 def _cached(step: RealStep, identifier: str) -> torch.Tensor | None:
-    outputs = step.built.cache.encoder_outputs
+    outputs = step.built.cache.recording_outputs
     with outputs.paused():
         value = outputs.get(identifier)
     return value if isinstance(value, torch.Tensor) else None
