@@ -98,6 +98,9 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
         counter: int
         _new_feature: Callable[[int, _FeatureShape], FeatureSpec]
         _cache: Callable[[FeatureSpec], None]
+        _register: Callable[
+            [int, list[_FeatureShape], Callable[[str, list[MultiModalFeature]], None]], None
+        ]
 
         def __init__(self) -> None:
             super().__init__()
@@ -130,20 +133,7 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
         @rule(prefill_len=st.integers(0, 20), shapes=st.lists(_feature_shapes, max_size=3))
         def assign_request(self, prefill_len: int, shapes: list[_FeatureShape]) -> None:
             """A new request whose list is assigned into ``mm_features`` directly."""
-            req_id = f"req-{self.counter}"
-            self.counter += 1
-            request = _Request(prefill_len)
-            cursor = 0
-            for shape in shapes:
-                spec = self._new_feature(cursor + shape[0], shape)
-                request.features.append(spec)
-                cursor = spec.offset + spec.length
-            with self.built.cache.paused():
-                self._lists()[req_id] = [f.build() for f in request.features]
-            for spec in request.features:
-                if spec.cached:
-                    self._cache(spec)
-            self.requests[req_id] = request
+            self._register(prefill_len, shapes, self._lists().__setitem__)
 
         def _grow(self, choice: int, shape: _FeatureShape, in_place: bool) -> None:
             req_id, request = self._pick(choice)

@@ -41,6 +41,7 @@ from rtmm_protocol.conformance.strategies import (
     RequestSpec,
     distinct_output,
 )
+from rtmm_protocol.feature import MultiModalFeature
 
 __all__ = ["Judge", "life_machine", "run_lives"]
 
@@ -122,6 +123,15 @@ def life_machine(
         @precondition(lambda self: len(self.requests) < max_requests)
         @rule(prefill_len=st.integers(0, 20), shapes=st.lists(_feature_shapes, max_size=3))
         def add_request(self, prefill_len: int, shapes: list[_FeatureShape]) -> None:
+            self._register(prefill_len, shapes, self.built.cache.add_request)
+
+        def _register(
+            self,
+            prefill_len: int,
+            shapes: list[_FeatureShape],
+            store: Callable[[str, list[MultiModalFeature]], None],
+        ) -> None:
+            """A new request with features laid out by ``shapes``, handed to ``store``."""
             req_id = f"req-{self.counter}"
             self.counter += 1
             request = _Request(prefill_len)
@@ -131,7 +141,7 @@ def life_machine(
                 request.features.append(spec)
                 cursor = spec.offset + spec.length
             with self.built.cache.paused():
-                self.built.cache.add_request(req_id, [f.build() for f in request.features])
+                store(req_id, [f.build() for f in request.features])
             for spec in request.features:
                 if spec.cached:
                     self._cache(spec)
