@@ -23,7 +23,8 @@ import torch
 
 from benchmarks.timing import alternate, median_us
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.reference import EncoderRunner, ToyRealtimeModel, ToyReplaceModel
+from rtmm_protocol.reference import EncoderRunner
+from rtmm_protocol.testing import ToyRealtimeModel, ToyReplaceModel
 from rtmm_protocol.validation import check_batch
 
 #: The check may cost at most this share of the plan it guards.

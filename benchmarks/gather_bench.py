@@ -13,7 +13,7 @@ from benchmarks.copy_floor import CopyFloor
 from benchmarks.reference_side import ReferenceSide, toy_model
 from benchmarks.scenarios import Workload
 from benchmarks.timing import alternate, median_us
-from rtmm_protocol.reference import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
+from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
 
 __all__ = ["PATHS", "GatherResult", "measure_workload"]
 

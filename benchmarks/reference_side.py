@@ -11,12 +11,8 @@ from typing import Any
 import torch
 
 from benchmarks.scenarios import VOCAB_SIZE, Workload
-from rtmm_protocol.reference import (
-    ReferenceInputBatch,
-    ReferenceModelState,
-    ToyRealtimeModel,
-    ToyReplaceModel,
-)
+from rtmm_protocol.reference import ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
 
 __all__ = ["ReferenceSide", "toy_model"]
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.reference import ReferenceInputBatch
+from rtmm_protocol.testing import ReferenceInputBatch
 from rtmm_protocol.types import IntArray
 
 __all__ = [

@@ -19,13 +19,8 @@ import torch
 from support.gather_check import GatherCall, assert_matches_oracle, model_for
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.reference import (
-    EncoderRunner,
-    ReferenceInputBatch,
-    ReferenceModelState,
-    ToyRealtimeModel,
-    ToyReplaceModel,
-)
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
 from rtmm_protocol.validation import MAX_POSITION
 
 HIDDEN = 3

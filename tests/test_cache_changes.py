@@ -20,12 +20,8 @@ from rtmm_protocol import (
     MultiModalFeature,
     PlaceholderRange,
 )
-from rtmm_protocol.reference import (
-    ReferenceInputBatch,
-    ReferenceModelState,
-    ToyRealtimeModel,
-    make_input_features,
-)
+from rtmm_protocol.reference import ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, make_input_features
 
 HIDDEN = 4
 MAX_TOKENS = 32

@@ -10,7 +10,8 @@ import pytest
 import torch
 from support.toy_state import encodable_feature, make_state
 
-from rtmm_protocol.reference import ReferenceInputBatch, ReferenceModelState
+from rtmm_protocol.reference import ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch
 
 pytestmark = pytest.mark.cuda
 

@@ -23,12 +23,8 @@ from rtmm_protocol import (
     PlaceholderRange,
 )
 from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
-from rtmm_protocol.reference import (
-    EncoderRunner,
-    ReferenceInputBatch,
-    ReferenceModelState,
-    ToyReplaceModel,
-)
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyReplaceModel
 
 HIDDEN = 3
 

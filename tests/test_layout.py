@@ -212,7 +212,7 @@ def test_the_import_walk_sees_relative_and_dynamic_imports(tmp_path: Path) -> No
     sample.write_text(
         "import importlib\n"
         "from . import placeholder\n"
-        "from .reference.toy_models import ToyTextModel\n"
+        "from .testing.toy_models import ToyTextModel\n"
         "importlib.import_module('benchmarks.run')\n"
         "__import__('tests')\n",
         encoding="utf-8",
@@ -221,7 +221,7 @@ def test_the_import_walk_sees_relative_and_dynamic_imports(tmp_path: Path) -> No
     assert {
         "importlib",
         "rtmm_protocol.placeholder",
-        "rtmm_protocol.reference.toy_models",
+        "rtmm_protocol.testing.toy_models",
         "benchmarks.run",
         "tests",
     } <= found

@@ -9,7 +9,8 @@ from support.toy_state import FEATURE_DIM, CountingReplaceModel, encodable_featu
 from torch.profiler import ProfilerActivity, profile
 
 from rtmm_protocol import EncoderCache, EncoderOutputMissingError, ModelState
-from rtmm_protocol.reference import ReferenceInputBatch, ReferenceModelState, ToyTextModel
+from rtmm_protocol.reference import ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyTextModel
 
 MAX = 12
 HIDDEN = 4

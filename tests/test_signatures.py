@@ -11,19 +11,14 @@ import torch
 from support import typing_examples
 
 from rtmm_protocol import EncoderCache
-from rtmm_protocol.reference import (
-    EncoderRunner,
-    ReferenceModelState,
-    ToyRealtimeModel,
-    ToyReplaceModel,
-    ToyTextModel,
-)
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
 from rtmm_protocol.signatures import (
     RENAMED_PARAMETERS,
     SignatureProblem,
     check_gatherer_signature,
     check_model_state_signature,
 )
+from rtmm_protocol.testing import ToyRealtimeModel, ToyReplaceModel, ToyTextModel
 
 FIRST = "req_ids, total_num_scheduled_tokens, num_scheduled_tokens, query_start_loc, prefill_lens"
 

@@ -20,7 +20,8 @@ from support.profiles import example_budget
 from support.toy_state import FEATURE_DIM, encodable_feature, make_state
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.reference import EncoderRunner, ReferenceInputBatch, ReferenceModelState
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch
 from rtmm_protocol.validation import (
     MAX_POSITION,
     VALIDATE_ENV_VAR,

@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.reference import EncoderRunner, ToyRealtimeModel, ToyReplaceModel
+from rtmm_protocol.reference import EncoderRunner
+from rtmm_protocol.testing import ToyRealtimeModel, ToyReplaceModel
 
 OUTPUT = Path(__file__).resolve().parent.parent / "assets" / "batch-figure.svg"
 HIDDEN_SIZE = 4

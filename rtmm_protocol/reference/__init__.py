@@ -1,11 +1,15 @@
-"""The reference implementation of the contract, on CPU and CUDA."""
+"""The reference implementation of the contract, on CPU and CUDA.
+
+The input batch and the toy models live in :mod:`rtmm_protocol.testing`; they are
+exported here too for code written against 0.1.
+"""
 
 from rtmm_protocol.reference.encoder_runner import EncoderRunner, default_arena_rows
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
-from rtmm_protocol.reference.input_batch import ReferenceInputBatch
 from rtmm_protocol.reference.model_state import ReferenceModelState
 from rtmm_protocol.reference.output_arena import ArenaFullError, EncoderOutputArena
-from rtmm_protocol.reference.toy_models import (
+from rtmm_protocol.testing.input_batch import ReferenceInputBatch
+from rtmm_protocol.testing.toy_models import (
     ToyRealtimeModel,
     ToyReplaceModel,
     ToyTextModel,

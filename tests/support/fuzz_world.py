@@ -18,10 +18,9 @@ import torch
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
 from rtmm_protocol.conformance.strategies import GatherScenario, encoder_output_for
-from rtmm_protocol.reference import (
-    EncoderRunner,
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
+from rtmm_protocol.testing import (
     ReferenceInputBatch,
-    ReferenceModelState,
     ToyRealtimeModel,
     ToyReplaceModel,
     make_input_features,

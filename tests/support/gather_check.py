@@ -21,13 +21,8 @@ from rtmm_protocol import EncoderCache, EncoderOutputMissingError, MultiModalFea
 from rtmm_protocol.compat import LegacyGathererAdapter
 from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
 from rtmm_protocol.conformance.strategies import GatherScenario
-from rtmm_protocol.reference import (
-    EncoderRunner,
-    ReferenceInputBatch,
-    ReferenceModelState,
-    ToyRealtimeModel,
-    ToyReplaceModel,
-)
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
 from support.cache_snapshot import ArraySnapshot, CacheSnapshot
 from support.recording_dict import RecordingDict
 

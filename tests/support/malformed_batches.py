@@ -10,7 +10,7 @@ import torch
 from hypothesis import strategies as st
 
 from rtmm_protocol.conformance.strategies import GatherScenario, gather_scenarios
-from rtmm_protocol.reference import ReferenceInputBatch
+from rtmm_protocol.testing import ReferenceInputBatch
 
 __all__ = ["ARRAY_FIELDS", "CORRUPTIONS", "GatherArgs", "MalformedCase", "malformed_cases"]
 

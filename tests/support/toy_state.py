@@ -7,12 +7,8 @@ from collections.abc import Sequence
 import torch
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.reference import (
-    ReferenceModelState,
-    ToyRealtimeModel,
-    ToyReplaceModel,
-    make_input_features,
-)
+from rtmm_protocol.reference import ReferenceModelState
+from rtmm_protocol.testing import ToyRealtimeModel, ToyReplaceModel, make_input_features
 
 __all__ = [
     "FEATURE_DIM",

@@ -34,7 +34,7 @@ from rtmm_protocol.conformance.settings import DTYPES, RunSettings
 from rtmm_protocol.conformance.strategies import GatherScenario
 from rtmm_protocol.conformance.targets import Factory, detect_kind
 from rtmm_protocol.conformance.timeout import CheckInterrupted
-from rtmm_protocol.reference.toy_models import ToyReplaceModel
+from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
 __all__ = ["Built", "CheckRun"]
 

@@ -19,7 +19,7 @@ from rtmm_protocol.conformance.instruments import (
     attach_encoder_log,
 )
 from rtmm_protocol.protocols import MultiModalModel, TextModel
-from rtmm_protocol.reference.toy_models import ToyRealtimeModel, ToyReplaceModel, ToyTextModel
+from rtmm_protocol.testing.toy_models import ToyRealtimeModel, ToyReplaceModel, ToyTextModel
 
 __all__ = [
     "MODES",

@@ -24,7 +24,7 @@ from rtmm_protocol.conformance.strategies import GatherScenario
 from rtmm_protocol.conformance.timeout import CheckInterrupted
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.realtime import supports_realtime
-from rtmm_protocol.reference.input_batch import ReferenceInputBatch
+from rtmm_protocol.testing.input_batch import ReferenceInputBatch
 from rtmm_protocol.types import IntArray
 
 __all__ = [

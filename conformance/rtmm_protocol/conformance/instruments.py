@@ -17,7 +17,7 @@ import torch
 from rtmm_protocol.conformance import trusted
 from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.feature import MultiModalFeature
-from rtmm_protocol.reference.toy_models import ToyReplaceModel
+from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
 __all__ = [
     "EVERY_KEY",

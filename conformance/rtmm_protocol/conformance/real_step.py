@@ -20,8 +20,8 @@ from rtmm_protocol.conformance.outcomes import CheckFailure
 from rtmm_protocol.conformance.request_states import request_states_for
 from rtmm_protocol.conformance.strategies import GatherScenario
 from rtmm_protocol.conformance.timeout import CheckInterrupted
-from rtmm_protocol.reference.input_batch import ReferenceInputBatch
-from rtmm_protocol.reference.toy_models import (
+from rtmm_protocol.testing.input_batch import ReferenceInputBatch
+from rtmm_protocol.testing.toy_models import (
     ToyRealtimeModel,
     ToyReplaceModel,
     make_input_features,

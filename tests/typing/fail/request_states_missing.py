@@ -5,7 +5,7 @@ from __future__ import annotations
 from support.typing_examples import NoRequestStatesState
 
 from rtmm_protocol import ModelState
-from rtmm_protocol.reference import ReferenceInputBatch
+from rtmm_protocol.testing import ReferenceInputBatch
 
 state: ModelState = NoRequestStatesState()  # E: assignment  # P: reportAssignmentType
 

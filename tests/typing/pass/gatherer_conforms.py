@@ -8,7 +8,8 @@ from support.typing_examples import KeywordOnlyGatherer, PositionalGatherer
 from typing_extensions import assert_type
 
 from rtmm_protocol import EncoderCache, IntArray, MMEmbeddingGatherer
-from rtmm_protocol.reference import EncoderRunner, ToyReplaceModel
+from rtmm_protocol.reference import EncoderRunner
+from rtmm_protocol.testing import ToyReplaceModel
 
 
 def reference_runner() -> EncoderRunner:

@@ -8,7 +8,8 @@ import torch
 from typing_extensions import assert_type
 
 from rtmm_protocol import IntArray
-from rtmm_protocol.reference import EncoderRunner, ReferenceInputBatch
+from rtmm_protocol.reference import EncoderRunner
+from rtmm_protocol.testing import ReferenceInputBatch
 
 
 def accepts(

@@ -9,12 +9,8 @@ from support.typing_examples import BufferState, TextOnlyState
 from typing_extensions import assert_type
 
 from rtmm_protocol import EncoderCache, ModelState
-from rtmm_protocol.reference import (
-    ReferenceInputBatch,
-    ReferenceModelState,
-    ToyRealtimeModel,
-    ToyTextModel,
-)
+from rtmm_protocol.reference import ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyTextModel
 
 Gathered: TypeAlias = tuple[list[torch.Tensor], torch.Tensor]
 

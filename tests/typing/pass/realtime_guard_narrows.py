@@ -8,7 +8,7 @@ from support.typing_examples import DeclaredMarker, InheritedMarker
 from typing_extensions import assert_type
 
 from rtmm_protocol import MultiModalModel, SupportsRealtime, supports_realtime
-from rtmm_protocol.reference import ToyRealtimeModel, ToyReplaceModel
+from rtmm_protocol.testing import ToyRealtimeModel, ToyReplaceModel
 
 declared: SupportsRealtime = DeclaredMarker()
 inherited: SupportsRealtime = InheritedMarker()

@@ -11,7 +11,7 @@ from support.typing_examples import (
 from typing_extensions import assert_type
 
 from rtmm_protocol import ModelState
-from rtmm_protocol.reference import ReferenceInputBatch
+from rtmm_protocol.testing import ReferenceInputBatch
 
 without_default: ModelState = RequiredRequestStatesState()
 own_class: ModelState = TypedRequestStatesState()

@@ -23,7 +23,7 @@ from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, Re
 from rtmm_protocol.conformance.timeout import CheckInterrupted
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.placeholder import PlaceholderRange
-from rtmm_protocol.reference.input_batch import ReferenceInputBatch
+from rtmm_protocol.testing.input_batch import ReferenceInputBatch
 
 __all__: list[str] = []
 
