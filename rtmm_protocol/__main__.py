@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return typecheck_main(rest)
     if command == "matrix":
-        from rtmm_protocol.conformance.matrix import main as matrix_main
+        from rtmm_protocol.conformance.reporting.matrix import main as matrix_main
 
         return matrix_main(rest)
     print(f"unknown command {command!r}\n\n{_USAGE}", file=sys.stderr)

@@ -31,7 +31,7 @@ from support.fuzz_verdict import FuzzCase, Tally, judge_case
 from support.fuzz_world import TARGETS
 from support.profiles import example_budget
 
-from rtmm_protocol.conformance.strategies import gather_scenarios
+from rtmm_protocol.testing.strategies import gather_scenarios
 
 #: Inputs of the long profile, when set.
 INPUTS_ENV_VAR = "RTMM_FUZZ_INPUTS"

@@ -26,8 +26,9 @@ from support.gather_check import assert_matches_oracle
 from support.profiles import example_budget
 
 from rtmm_protocol import EncoderOutputMissingError
-from rtmm_protocol.conformance.oracle import oracle_gather
-from rtmm_protocol.conformance.strategies import GatherScenario, gather_scenarios
+from rtmm_protocol.testing.oracle import oracle_gather
+from rtmm_protocol.testing.scenario import GatherScenario
+from rtmm_protocol.testing.strategies import gather_scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
 

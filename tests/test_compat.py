@@ -16,13 +16,9 @@ from support.profiles import example_budget
 
 from rtmm_protocol import MMEmbeddingGatherer
 from rtmm_protocol.compat import LegacyGathererAdapter, adapt_legacy_gatherer
-from rtmm_protocol.conformance.strategies import (
-    FeatureSpec,
-    GatherScenario,
-    RequestSpec,
-    gather_scenarios,
-)
 from rtmm_protocol.reference import EncoderRunner
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
+from rtmm_protocol.testing.strategies import gather_scenarios
 
 
 def _fresh_legacy_class() -> type[PrefillOnlyLegacyGatherer]:

@@ -24,9 +24,9 @@ from rtmm_protocol import (
     MultiModalFeature,
     PlaceholderRange,
 )
-from rtmm_protocol.conformance.oracle import oracle_gather
 from rtmm_protocol.reference import EncoderRunner
 from rtmm_protocol.reference.feature_table import MAX_POSITION, FeatureTable
+from rtmm_protocol.testing.oracle import oracle_gather
 
 HIDDEN = 2
 

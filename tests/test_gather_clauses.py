@@ -22,9 +22,9 @@ from rtmm_protocol import (
     MultiModalFeature,
     PlaceholderRange,
 )
-from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
 from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
 from rtmm_protocol.testing import ReferenceInputBatch, ToyReplaceModel
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 
 HIDDEN = 3
 

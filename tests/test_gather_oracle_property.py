@@ -21,13 +21,9 @@ from support.evolving_cache import CACHE_CHANGES, EvolvingCache
 from support.gather_check import GatherCall, check_gather_call, check_scenario, model_for
 from support.profiles import example_budget
 
-from rtmm_protocol.conformance.strategies import (
-    FeatureSpec,
-    GatherScenario,
-    RequestSpec,
-    gather_scenarios,
-)
 from rtmm_protocol.reference import EncoderRunner, gather_planner
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
+from rtmm_protocol.testing.strategies import gather_scenarios
 
 _Test = TypeVar("_Test", bound=Callable[..., None])
 

@@ -27,15 +27,15 @@ from rtmm_protocol import (
     MultiModalFeature,
     PlaceholderRange,
 )
-from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
-from rtmm_protocol.conformance.strategies import (
+from rtmm_protocol.reference import ArenaFullError, EncoderRunner, MMGatherPlan
+from rtmm_protocol.testing.oracle import OracleResult, oracle_gather
+from rtmm_protocol.testing.scenario import (
     FeatureSpec,
     GatherScenario,
     RequestSpec,
     encoder_output_for,
-    gather_scenarios,
 )
-from rtmm_protocol.reference import ArenaFullError, EncoderRunner, MMGatherPlan
+from rtmm_protocol.testing.strategies import gather_scenarios
 from rtmm_protocol.types import IntArray
 
 _INT_DTYPES = st.sampled_from([np.int32, np.int64])

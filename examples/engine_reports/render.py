@@ -83,7 +83,7 @@ def _matrix_arguments() -> list[str]:
 
 def render_matrix() -> str:
     """The matrix as ``python -m rtmm_protocol matrix`` writes it."""
-    from rtmm_protocol.conformance.matrix import load_column, render_markdown
+    from rtmm_protocol.conformance.reporting.matrix import load_column, render_markdown
 
     return render_markdown([load_column(argument) for argument in _matrix_arguments()])
 

@@ -435,15 +435,27 @@ class FaultyModelState(ReferenceModelState):
 
 
 # ---------------------------------------------------------------------- factories
+# Factories are instances of module-level classes, so that a worker process can receive
+# them (pickled by reference to their class); each is named like the function that made it.
 
 
-def gatherer(
-    fault: str | None = None, cls: type[FaultyGatherer] = FaultyGatherer
-) -> Callable[[ConformanceContext], object]:
-    """A factory of runner-level targets with ``fault``."""
+class _NamedFactory:
+    """A factory whose ``__qualname__`` names it in reports (``gatherer[fault]``)."""
 
-    def factory(ctx: ConformanceContext) -> object:
-        return cls(
+    def __init__(self, label: str) -> None:
+        self.__qualname__ = label
+
+    def __call__(self, ctx: ConformanceContext) -> object:
+        raise NotImplementedError
+
+
+class _GathererFactory(_NamedFactory):
+    def __init__(self, fault: str | None, cls: type[FaultyGatherer]) -> None:
+        super().__init__(f"gatherer[{fault}]")
+        self.fault, self.cls = fault, cls
+
+    def __call__(self, ctx: ConformanceContext) -> object:
+        return self.cls(
             ctx.model,
             ctx.max_num_tokens,
             ctx.hidden_size,
@@ -451,19 +463,23 @@ def gatherer(
             ctx.dtype,
             ctx.device,
             validate=ctx.validate,
-            fault=fault,
+            fault=self.fault,
         )
 
-    factory.__qualname__ = f"gatherer[{fault}]"
-    return factory
 
-
-def model_state(
-    fault: str | None = None, gather_fault: str | None = None
+def gatherer(
+    fault: str | None = None, cls: type[FaultyGatherer] = FaultyGatherer
 ) -> Callable[[ConformanceContext], object]:
-    """A factory of states with a state-level ``fault`` (or a gather fault in its runner)."""
+    """A factory of runner-level targets with ``fault``."""
+    return _GathererFactory(fault, cls)
 
-    def factory(ctx: ConformanceContext) -> object:
+
+class _StateFactory(_NamedFactory):
+    def __init__(self, fault: str | None, gather_fault: str | None) -> None:
+        super().__init__(f"model_state[{fault or gather_fault}]")
+        self.fault, self.gather_fault = fault, gather_fault
+
+    def __call__(self, ctx: ConformanceContext) -> object:
         state = FaultyModelState(
             ctx.model,
             ctx.encoder_cache,
@@ -472,25 +488,20 @@ def model_state(
             dtype=ctx.dtype,
             device=ctx.device,
             validate=ctx.validate,
-            fault=fault,
+            fault=self.fault,
         )
-        if gather_fault is not None:
-            state.encoder_runner = FaultyGatherer(
-                ctx.model,
-                ctx.max_num_tokens,
-                ctx.hidden_size,
-                ctx.encoder_cache,
-                ctx.dtype,
-                ctx.device,
-                validate=ctx.validate,
-                fault=gather_fault,
-            )
-        if gather_fault == "truthy-realtime-flag":
+        if self.gather_fault is not None:
+            state.encoder_runner = _GathererFactory(self.gather_fault, FaultyGatherer)(ctx)  # type: ignore[assignment]
+        if self.gather_fault == "truthy-realtime-flag":
             state.is_realtime = state.encoder_runner.is_realtime
         return state
 
-    factory.__qualname__ = f"model_state[{fault or gather_fault}]"
-    return factory
+
+def model_state(
+    fault: str | None = None, gather_fault: str | None = None
+) -> Callable[[ConformanceContext], object]:
+    """A factory of states with a state-level ``fault`` (or a gather fault in its runner)."""
+    return _StateFactory(fault, gather_fault)
 
 
 def _agreeing_isclose(a: torch.Tensor, b: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -513,6 +524,18 @@ _TAMPERING: tuple[tuple[object, str, object], ...] = (
 _ORIGINALS: dict[tuple[int, str], tuple[object, object]] = {}
 
 
+class _TamperingFactory(_NamedFactory):
+    def __init__(self, factory: Callable[[ConformanceContext], object]) -> None:
+        super().__init__(f"tampering[{getattr(factory, '__qualname__', '?')}]")
+        self.factory = factory
+
+    def __call__(self, ctx: ConformanceContext) -> object:
+        for owner, name, fake in _TAMPERING:
+            _ORIGINALS.setdefault((id(owner), name), (owner, getattr(owner, name)))
+            setattr(owner, name, fake)
+        return self.factory(ctx)
+
+
 def tampering(
     factory: Callable[[ConformanceContext], object],
 ) -> Callable[[ConformanceContext], object]:
@@ -520,15 +543,7 @@ def tampering(
 
     :func:`untamper` puts the originals back (the gallery's tests call it after each run).
     """
-
-    def tampering_factory(ctx: ConformanceContext) -> object:
-        for owner, name, fake in _TAMPERING:
-            _ORIGINALS.setdefault((id(owner), name), (owner, getattr(owner, name)))
-            setattr(owner, name, fake)
-        return factory(ctx)
-
-    tampering_factory.__qualname__ = f"tampering[{getattr(factory, '__qualname__', '?')}]"
-    return tampering_factory
+    return _TamperingFactory(factory)
 
 
 def untamper() -> None:

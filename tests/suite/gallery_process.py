@@ -118,10 +118,14 @@ class ProcessFaultState(ReferenceModelState):
         return False
 
 
-def process_state(fault: str) -> Callable[[ConformanceContext], object]:
-    """A factory of reference states with the process fault ``fault``."""
+class _ProcessStateFactory:
+    """A picklable factory of reference states with one process fault."""
 
-    def factory(ctx: ConformanceContext) -> object:
+    def __init__(self, fault: str) -> None:
+        self.__qualname__ = f"process_state[{fault}]"
+        self.fault = fault
+
+    def __call__(self, ctx: ConformanceContext) -> object:
         return ProcessFaultState(
             ctx.model,
             ctx.encoder_cache,
@@ -130,11 +134,13 @@ def process_state(fault: str) -> Callable[[ConformanceContext], object]:
             dtype=ctx.dtype,
             device=ctx.device,
             validate=ctx.validate,
-            fault=fault,
+            fault=self.fault,
         )
 
-    factory.__qualname__ = f"process_state[{fault}]"
-    return factory
+
+def process_state(fault: str) -> Callable[[ConformanceContext], object]:
+    """A factory of reference states with the process fault ``fault``."""
+    return _ProcessStateFactory(fault)
 
 
 PROCESS_GALLERY: tuple[BrokenTarget, ...] = (

@@ -21,7 +21,7 @@ from rtmm_protocol.conformance.catalog import (
     spec_anchor,
     version_key,
 )
-from rtmm_protocol.conformance.registry import implementations
+from rtmm_protocol.conformance.checks.all_checks import implementations
 
 CATALOG_FILE = (
     Path(__file__).resolve().parents[2]

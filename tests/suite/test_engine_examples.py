@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rtmm_protocol.conformance import check_model_state
-from rtmm_protocol.conformance.outcomes import Outcome
+from rtmm_protocol.conformance.reporting.results import Outcome
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -16,8 +16,8 @@ from suite.gallery import GALLERY, BrokenTarget, gatherer, model_state, untamper
 
 from rtmm_protocol.conformance.api import check_model_state
 from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
-from rtmm_protocol.conformance.outcomes import Outcome
-from rtmm_protocol.conformance.registry import implementations
+from rtmm_protocol.conformance.checks.all_checks import implementations
+from rtmm_protocol.conformance.reporting.results import Outcome
 
 
 @pytest.fixture(autouse=True)

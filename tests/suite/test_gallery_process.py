@@ -1,6 +1,6 @@
 """Targets that crash, segfault, interrupt or hang fail the check they broke, and only it.
 
-Each runs the whole suite (minus the cross-cutting checks) in a child process per check:
+Each runs the whole suite (minus the cross-cutting checks) in a worker process:
 the run must complete, report the fault under its clause, and wait out a hang once.
 """
 
@@ -14,17 +14,14 @@ from suite.gallery_process import PROCESS_GALLERY
 
 from rtmm_protocol.conformance.api import check_model_state
 from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
-from rtmm_protocol.conformance.isolation import can_fork
-from rtmm_protocol.conformance.outcomes import Outcome
-from rtmm_protocol.conformance.registry import implementations
-from rtmm_protocol.conformance.report_schema import validate_report
+from rtmm_protocol.conformance.checks.all_checks import implementations
+from rtmm_protocol.conformance.reporting.results import Outcome
+from rtmm_protocol.conformance.reporting.schema import validate_report
 
 #: The hang limit of these runs: short, so that a hang costs little, once.
 TIMEOUT_S = 3.0
 
 _FAILING = {Outcome.FAILED, Outcome.WARNING}
-
-pytestmark = pytest.mark.skipif(not can_fork()[0], reason=f"needs fork: {can_fork()[1]}")
 
 
 def _clause_checks() -> list[str]:
@@ -42,7 +39,7 @@ def test_process_fault_fails_the_check_of_its_clause(entry: BrokenTarget) -> Non
         examples=0,
         checks=_clause_checks(),
         timeout_s=TIMEOUT_S,
-        isolation="fork",
+        isolation="process",
     )
     elapsed = time.perf_counter() - started
     assert report.complete, report.table()

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rtmm_protocol.conformance.report_schema import validate_report
+from rtmm_protocol.conformance.reporting.schema import validate_report
 
 TARGETS = '''
+import multiprocessing
 import os
 import signal
 import time
@@ -38,13 +39,20 @@ class Clamping(ReferenceModelState):
         return super().dummy_inputs_embeds(min(max(num_tokens, 0), self.max_num_tokens))
 
 
-def _as(cls):
-    def factory(ctx):
+class _As:
+    """A factory of reference states turned into ``cls`` (a class, so that it pickles)."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def __call__(self, ctx):
         state = reference_model_state(ctx)
-        state.__class__ = cls
+        state.__class__ = self.cls
         return state
 
-    return factory
+
+def _as(cls):
+    return _As(cls)
 
 
 class Crashing(ReferenceModelState):
@@ -60,7 +68,7 @@ class InterruptingTheRun(ReferenceModelState):
     """Sends the pytest process a Ctrl-C, as a user stopping the run would."""
 
     def gather_mm_embeddings(self, input_batch, draft_lookahead=0):
-        os.kill(os.getppid(), signal.SIGINT)
+        os.kill(multiprocessing.parent_process().pid, signal.SIGINT)
         time.sleep(5)
         return super().gather_mm_embeddings(input_batch, draft_lookahead)
 
@@ -82,7 +90,7 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "check_plain.py").write_text(
         "import sys\n\n"
         "def test_plugin_imported_nothing_heavy():\n"
-        "    assert 'rtmm_protocol.conformance.runner' not in sys.modules\n"
+        "    assert 'rtmm_protocol.conformance.running.runner' not in sys.modules\n"
         "    assert 'rtmm_protocol.conformance.api' not in sys.modules\n"
     )
     return tmp_path

@@ -7,7 +7,7 @@ import torch
 
 from rtmm_protocol.conformance.api import check_model_state
 from rtmm_protocol.conformance.catalog import CHECKS
-from rtmm_protocol.conformance.outcomes import Outcome
+from rtmm_protocol.conformance.reporting.results import Outcome
 
 _CUDA_ONLY = {"D4-dummy-no-allocation", "R4-cuda-graph-replay-matches-eager"}
 

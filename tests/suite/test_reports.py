@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,19 +13,20 @@ from suite.gallery import gatherer
 
 from rtmm_protocol.conformance.api import check_model_state, known_versions, settings_summary
 from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
-from rtmm_protocol.conformance.causes import cause_of_failure
-from rtmm_protocol.conformance.environment import environment_info
-from rtmm_protocol.conformance.gather_call import describe_error
-from rtmm_protocol.conformance.matrix import main as matrix_main
-from rtmm_protocol.conformance.outcomes import CheckFailure, CheckResult, Outcome
-from rtmm_protocol.conformance.registry import implementations
-from rtmm_protocol.conformance.report import REPORT_SCHEMA, ConformanceReport, aggregate
-from rtmm_protocol.conformance.report_schema import report_schema, validate_report
-from rtmm_protocol.conformance.runner import SuiteRunner, judge
+from rtmm_protocol.conformance.checks.all_checks import implementations
+from rtmm_protocol.conformance.driving.gather_call import describe_error
+from rtmm_protocol.conformance.reporting.causes import cause_of_failure
+from rtmm_protocol.conformance.reporting.matrix import main as matrix_main
+from rtmm_protocol.conformance.reporting.report import REPORT_SCHEMA, ConformanceReport, aggregate
+from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckResult, Outcome
+from rtmm_protocol.conformance.reporting.schema import report_schema, validate_report
+from rtmm_protocol.conformance.reporting.xfail import parse_xfail_text
+from rtmm_protocol.conformance.running.environment import environment_info
+from rtmm_protocol.conformance.running.runner import SuiteRunner, judge
+from rtmm_protocol.conformance.running.verdict import Probe
+from rtmm_protocol.conformance.running.workers import InProcess
 from rtmm_protocol.conformance.settings import RunSettings
 from rtmm_protocol.conformance.targets import reference_model_state
-from rtmm_protocol.conformance.timeout import TimedOut, run_with_timeout
-from rtmm_protocol.conformance.xfail import parse_xfail_text
 
 G5 = CHECKS_BY_ID["G5-rows-match-mask"]
 D5 = CHECKS_BY_ID["D5-oversize-raises"]
@@ -127,7 +127,13 @@ def test_requirement_sets_leave_newer_checks_out() -> None:
     newer = replace(checks[G5.id], info=replace(G5, since="1.1"))
     checks[G5.id] = newer
     runner = SuiteRunner(
-        reference_model_state, "ref", RunSettings(device=torch.device("cpu")), "model_state", checks
+        reference_model_state,
+        "ref",
+        RunSettings(device=torch.device("cpu")),
+        Probe("model_state", ""),
+        InProcess(),
+        environment=environment_info(torch.device("cpu")),
+        checks=checks,
     )
     planned = {p.impl.id for p in runner.plan()}
     assert G5.id not in planned
@@ -137,19 +143,11 @@ def test_requirement_sets_leave_newer_checks_out() -> None:
         check_model_state(reference_model_state, device="cpu", version="0.9")
 
 
-def test_run_with_timeout_returns_raises_and_stops() -> None:
-    assert run_with_timeout(lambda: 41 + 1, 5.0) == 42
-    empty: dict[str, int] = {}
-    with pytest.raises(KeyError):
-        run_with_timeout(lambda: empty["missing"], 5.0)
-
-    def spin() -> None:
-        while True:
-            time.sleep(0)
-
-    outcome = run_with_timeout(spin, 0.2)
-    assert isinstance(outcome, TimedOut)
-    assert outcome.stopped
+def test_a_verdict_record_survives_its_json_round_trip() -> None:
+    result = CheckResult(
+        G5.id, "realtime", Outcome.FAILED, "wrong row", "details", 0.25, "k1|k2", "t", "r", "x"
+    )
+    assert CheckResult.from_json(result.to_json()) == result
 
 
 def test_json_report_and_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,12 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance.oracle import oracle_gather
-from rtmm_protocol.conformance.strategies import (
-    FeatureSpec,
-    GatherScenario,
-    RequestSpec,
-    distinct_output,
+from rtmm_protocol.testing.oracle import oracle_gather
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec, distinct_output
+from rtmm_protocol.testing.strategies import (
     gather_scenarios,
     lookahead_only_misses,
     non_embed_only_misses,

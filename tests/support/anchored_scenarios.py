@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 
 __all__ = ["WINDOW_ANCHORS", "anchored_scenarios"]
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.conformance.strategies import encoder_output_for
+from rtmm_protocol.testing.scenario import encoder_output_for
 from support.gather_check import GatherCall
 from support.recording_dict import RecordingDict
 

@@ -15,7 +15,7 @@ import torch
 from hypothesis import strategies as st
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.conformance.strategies import encoder_output_for
+from rtmm_protocol.testing.scenario import encoder_output_for
 from support.recording_dict import RecordingDict
 
 __all__ = ["CACHE_CHANGES", "EvolvingCache"]

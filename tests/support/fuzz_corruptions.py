@@ -19,7 +19,7 @@ import torch
 from hypothesis import strategies as st
 
 from rtmm_protocol import MultiModalFeature, PlaceholderRange
-from rtmm_protocol.conformance.strategies import GatherScenario
+from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.validation import MAX_POSITION
 from support.fuzz_world import FuzzWorld, StepInputs, Target, meta_mask, unchecked_range
 

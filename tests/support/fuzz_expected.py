@@ -3,7 +3,7 @@
 :func:`expected_result` first decides whether the inputs are a legal call (SPEC G1, E1,
 E2, R1, D1-D5): integer arrays of any width, consistent offsets, positions in the
 supported range, registered features that a gather can read. For a legal call it asks
-the oracle (:func:`~rtmm_protocol.conformance.oracle.oracle_gather`) what the gather
+the oracle (:func:`~rtmm_protocol.testing.oracle.oracle_gather`) what the gather
 gives; for an illegal one only a clean error will do. :func:`compare` then checks a
 result against that expectation exactly.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from rtmm_protocol import MultiModalFeature
-from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
+from rtmm_protocol.testing.oracle import OracleResult, oracle_gather
 from rtmm_protocol.validation import MAX_POSITION
 from support.fuzz_world import FuzzWorld, StepInputs, Target
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rtmm_protocol import EncoderOutputMissingError
-from rtmm_protocol.conformance.strategies import GatherScenario
+from rtmm_protocol.testing.scenario import GatherScenario
 from support.fuzz_corruptions import Corruption
 from support.fuzz_expected import Expected, compare, expected_result
 from support.fuzz_world import FuzzWorld, StepInputs, Target, run_target

@@ -1,7 +1,7 @@
 """The objects a bad-input fuzz case runs against, and the one call it makes.
 
 A :class:`FuzzWorld` is a fresh encoder cache filled from a valid
-:class:`~rtmm_protocol.conformance.strategies.GatherScenario`, with a runner and a state
+:class:`~rtmm_protocol.testing.strategies.GatherScenario`, with a runner and a state
 over it. :class:`StepInputs` holds every argument of one call, valid when built by
 :meth:`StepInputs.valid` and then possibly corrupted in one place; :func:`run_target`
 makes the call the case is about.
@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
-from rtmm_protocol.conformance.strategies import GatherScenario, encoder_output_for
 from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
 from rtmm_protocol.testing import (
     ReferenceInputBatch,
@@ -25,6 +24,7 @@ from rtmm_protocol.testing import (
     ToyReplaceModel,
     make_input_features,
 )
+from rtmm_protocol.testing.scenario import GatherScenario, encoder_output_for
 
 __all__ = [
     "FEATURE_DIM",

@@ -19,10 +19,10 @@ import torch
 
 from rtmm_protocol import EncoderCache, EncoderOutputMissingError, MultiModalFeature
 from rtmm_protocol.compat import LegacyGathererAdapter
-from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
-from rtmm_protocol.conformance.strategies import GatherScenario
 from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
 from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
+from rtmm_protocol.testing.oracle import OracleResult, oracle_gather
+from rtmm_protocol.testing.scenario import GatherScenario
 from support.cache_snapshot import ArraySnapshot, CacheSnapshot
 from support.recording_dict import RecordingDict
 

@@ -9,8 +9,9 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance.strategies import GatherScenario, gather_scenarios
 from rtmm_protocol.testing import ReferenceInputBatch
+from rtmm_protocol.testing.scenario import GatherScenario
+from rtmm_protocol.testing.strategies import gather_scenarios
 
 __all__ = ["ARRAY_FIELDS", "CORRUPTIONS", "GatherArgs", "MalformedCase", "malformed_cases"]
 

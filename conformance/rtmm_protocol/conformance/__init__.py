@@ -14,20 +14,22 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rtmm_protocol.conformance.api import (
+        change_life_for,
         check_model_state,
         life_machine_for,
         parametrize_with_checks,
         replay,
     )
     from rtmm_protocol.conformance.catalog import CHECKS, CLAUSES, CheckInfo
-    from rtmm_protocol.conformance.context import ConformanceContext, ModeNotSupported
-    from rtmm_protocol.conformance.outcomes import (
+    from rtmm_protocol.conformance.driving.context import ConformanceContext, ModeNotSupported
+    from rtmm_protocol.conformance.reporting.report import ConformanceReport
+    from rtmm_protocol.conformance.reporting.results import (
         CheckFailure,
         CheckResult,
         ConformanceWarning,
         Outcome,
     )
-    from rtmm_protocol.conformance.report import ConformanceReport
+    from rtmm_protocol.conformance.reporting.schema import report_schema, validate_report
     from rtmm_protocol.conformance.targets import reference_gatherer, reference_model_state
 
 __all__ = [
@@ -41,15 +43,19 @@ __all__ = [
     "ConformanceWarning",
     "ModeNotSupported",
     "Outcome",
+    "change_life_for",
     "check_model_state",
     "life_machine_for",
     "parametrize_with_checks",
     "reference_gatherer",
     "reference_model_state",
     "replay",
+    "report_schema",
+    "validate_report",
 ]
 
 _WHERE = {
+    "change_life_for": "api",
     "check_model_state": "api",
     "life_machine_for": "api",
     "parametrize_with_checks": "api",
@@ -57,13 +63,15 @@ _WHERE = {
     "CHECKS": "catalog",
     "CLAUSES": "catalog",
     "CheckInfo": "catalog",
-    "ConformanceContext": "context",
-    "ModeNotSupported": "context",
-    "CheckFailure": "outcomes",
-    "CheckResult": "outcomes",
-    "ConformanceWarning": "outcomes",
-    "Outcome": "outcomes",
-    "ConformanceReport": "report",
+    "ConformanceContext": "driving.context",
+    "ModeNotSupported": "driving.context",
+    "CheckFailure": "reporting.results",
+    "CheckResult": "reporting.results",
+    "ConformanceWarning": "reporting.results",
+    "Outcome": "reporting.results",
+    "ConformanceReport": "reporting.report",
+    "report_schema": "reporting.schema",
+    "validate_report": "reporting.schema",
     "reference_gatherer": "targets",
     "reference_model_state": "targets",
 }

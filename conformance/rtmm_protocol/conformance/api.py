@@ -1,9 +1,10 @@
 """Running the suite outside the pytest plugin: a report object, a decorator, replays.
 
 ``check_model_state`` runs every applicable check and returns a
-:class:`~rtmm_protocol.conformance.report.ConformanceReport`;
+:class:`~rtmm_protocol.conformance.reporting.report.ConformanceReport`;
 ``parametrize_with_checks`` turns the checks into parameters of a test in the user's
-own test file; ``replay`` and ``life_machine_for`` rerun what a failure message shows.
+own test file; ``replay``, ``life_machine_for`` and ``change_life_for`` rerun what a
+failure message shows, in the calling process.
 """
 
 from __future__ import annotations
@@ -27,38 +28,28 @@ from rtmm_protocol.conformance.catalog import (
     clauses_for,
     version_key,
 )
-from rtmm_protocol.conformance.check_run import CheckRun
+from rtmm_protocol.conformance.checks.all_checks import implementations
+from rtmm_protocol.conformance.checks.changes import JUDGES, change_life
 from rtmm_protocol.conformance.checks.stateful import life_machine
-from rtmm_protocol.conformance.context import Mode
-from rtmm_protocol.conformance.environment import environment_info
-from rtmm_protocol.conformance.isolation import resolve_isolation
-from rtmm_protocol.conformance.outcomes import CheckResult, ConformanceWarning, Outcome
-from rtmm_protocol.conformance.registry import implementations
-from rtmm_protocol.conformance.report import ConformanceReport
-from rtmm_protocol.conformance.runner import (
-    KindProbe,
-    PlannedCheck,
-    SuiteRunner,
-    judge,
-    probe_kind,
-)
-from rtmm_protocol.conformance.settings import (
-    DEFAULT_EXAMPLES,
-    DEFAULT_SEED,
-    DEFAULT_TIMEOUT_S,
-    RunSettings,
-    default_device,
-    parse_dtype,
-)
-from rtmm_protocol.conformance.strategies import GatherScenario
-from rtmm_protocol.conformance.targets import Factory, factory_spec_of, load_factory
-from rtmm_protocol.conformance.xfail import XfailFile, parse_xfail_file
+from rtmm_protocol.conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED, DEFAULT_TIMEOUT_S
+from rtmm_protocol.conformance.driving.check_run import CheckRun
+from rtmm_protocol.conformance.driving.context import Factory, Mode
+from rtmm_protocol.conformance.driving.factories import factory_spec_of, load_factory
+from rtmm_protocol.conformance.reporting.report import ConformanceReport
+from rtmm_protocol.conformance.reporting.results import CheckResult, ConformanceWarning, Outcome
+from rtmm_protocol.conformance.reporting.xfail import XfailFile, parse_xfail_file
+from rtmm_protocol.conformance.running.runner import PlannedCheck, SuiteRunner, judge, open_runner
+from rtmm_protocol.conformance.running.verdict import probe_target
+from rtmm_protocol.conformance.settings import ISOLATIONS, RunSettings, parse_dtype
+from rtmm_protocol.testing.scenario import GatherScenario
 
 if TYPE_CHECKING:
     from _pytest.mark.structures import MarkDecorator
 
 __all__ = [
     "FactoryLike",
+    "SettingOptions",
+    "change_life_for",
     "check_model_state",
     "kind_notes",
     "known_versions",
@@ -68,7 +59,6 @@ __all__ = [
     "prepare_runner",
     "replay",
     "resolve_factory",
-    "SettingOptions",
     "settings_summary",
 ]
 
@@ -93,13 +83,22 @@ def make_settings(
     shrink: bool = True,
     isolation: str = "auto",
 ) -> RunSettings:
-    """Validated run settings; ``ValueError`` names the bad option."""
+    """Validated run settings; ``ValueError`` names the bad option.
+
+    ``device=None`` means CUDA where the checks run has it, else the CPU; it is decided
+    there, never by asking CUDA in this process. ``isolation="fork"`` (the name of
+    0.1's per-check child processes) means ``"process"``.
+    """
     if version not in known_versions():
         raise ValueError(
             f"unknown protocol version {version!r}; known: {', '.join(known_versions())}"
         )
+    isolation = "process" if isolation == "fork" else isolation
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, got {isolation!r}")
     return RunSettings(
-        device=default_device() if device is None else torch.device(device),
+        device=torch.device("cpu" if device is None else device),
+        device_is_default=device is None,
         dtype=parse_dtype(dtype) if isinstance(dtype, str) else dtype,
         seed=seed,
         examples=examples,
@@ -132,16 +131,10 @@ class SettingOptions(TypedDict, total=False):
     isolation: str
 
 
-def prepare_runner(
-    factory: FactoryLike, settings: RunSettings
-) -> tuple[SuiteRunner, KindProbe, str]:
-    """A runner for the target ``factory`` builds, what building it once told, and a
-    note on where the checks run (empty when each runs in its own child process)."""
+def prepare_runner(factory: FactoryLike, settings: RunSettings) -> SuiteRunner:
+    """A runner for the target ``factory`` builds (close it when done)."""
     call, spec = resolve_factory(factory)
-    isolation, note = resolve_isolation(settings.isolation)
-    probe = probe_kind(call, settings, isolation)
-    runner = SuiteRunner(call, spec, settings, probe.kind or "model_state", isolation=isolation)
-    return runner, probe, note
+    return open_runner(call, spec, settings)
 
 
 def _selected(plan: Iterable[PlannedCheck], select: Iterable[str] | None) -> list[PlannedCheck]:
@@ -174,10 +167,11 @@ def check_model_state(
     ``factory`` is ``FACTORY(ctx)`` or its ``"MODULE:FACTORY"`` spec; the target may be a
     ``ModelState`` or a runner-level gatherer (detected). ``checks`` limits the run to
     some check or clause IDs; ``xfail`` is an expected-failures file (see
-    :mod:`rtmm_protocol.conformance.xfail`). Nothing is raised for failing checks: look
-    at ``report.ok`` and ``report.table()``. ``isolation`` says where each check runs:
-    ``auto`` (a forked child process per check, where that is safe, so a target that
-    crashes or hangs fails one check and the run goes on), ``fork`` or ``off``.
+    :mod:`rtmm_protocol.conformance.reporting.xfail`). Nothing is raised for failing
+    checks: look at ``report.ok`` and ``report.table()``. ``isolation`` says where the
+    checks run: ``auto`` (a worker process, so that a target that crashes or hangs fails
+    one check and the run goes on, unless the factory cannot be sent to one: define it at
+    module level), ``process`` or ``off`` (this process).
     """
     settings = make_settings(
         device=device,
@@ -190,26 +184,44 @@ def check_model_state(
         shrink=shrink,
         isolation=isolation,
     )
-    runner, probe, where = prepare_runner(factory, settings)
     expected = parse_xfail_file(xfail) if isinstance(xfail, (str, Path)) else xfail
-    results = []
-    for planned in _selected(runner.plan(), checks):
-        raw = runner.run(planned.impl.id, planned.mode)
-        entry = expected.entry_for(planned.impl.id, planned.mode) if expected else None
-        results.append(judge(raw, planned.impl.info, strict=strict, expected_failure=entry))
-    notes = kind_notes(probe.kind, probe.note) + ([where] if where else [])
+    runner = prepare_runner(factory, settings)
+    try:
+        results = []
+        for planned in _selected(runner.plan(), checks):
+            raw = runner.run(planned.impl.id, planned.mode)
+            entry = expected.entry_for(planned.impl.id, planned.mode) if expected else None
+            results.append(judge(raw, planned.impl.info, strict=strict, expected_failure=entry))
+    finally:
+        runner.close()
+    return report_of(runner, results, expected)
+
+
+def report_of(
+    runner: SuiteRunner,
+    results: list[CheckResult],
+    expected: XfailFile | None,
+    *,
+    interrupted: bool = False,
+) -> ConformanceReport:
+    """The report of a run: its results with what the runner learnt about the target."""
+    stale: list[str] = []
+    unknown: list[str] = []
+    if expected is not None and not interrupted:
+        outcomes = [(r.check_id, r.mode, r.outcome.value) for r in results]
+        stale = [f"{e.where}: {e.key} ({e.reason})" for e in expected.stale(outcomes)]
+        unknown = [f"{e.where}: {e.key}" for e in expected.unknown()]
     return ConformanceReport(
         target=runner.factory_spec,
-        kind=probe.kind,
-        settings=settings_summary(settings),
-        environment=probe.environment or environment_info(settings.device),
+        kind=runner.probe.kind,
+        settings=settings_summary(runner.settings),
+        environment=runner.environment,
         results=results,
-        strict=strict,
-        stale_expected_failures=_stale(expected, results),
-        unknown_expected_failures=[
-            f"{e.where}: {e.key}" for e in (expected.unknown() if expected else [])
-        ],
-        notes=notes,
+        strict=runner.settings.strict,
+        stale_expected_failures=stale,
+        unknown_expected_failures=unknown,
+        notes=kind_notes(runner.probe.kind, runner.probe.note) + runner.notes,
+        interrupted=interrupted,
     )
 
 
@@ -235,13 +247,6 @@ def settings_summary(settings: RunSettings) -> dict[str, object]:
         "device": str(settings.device),
         "isolation": settings.isolation,
     }
-
-
-def _stale(expected: XfailFile | None, results: Iterable[CheckResult]) -> list[str]:
-    if expected is None:
-        return []
-    outcomes = [(r.check_id, r.mode, r.outcome.value) for r in results]
-    return [f"{e.where}: {e.key} ({e.reason})" for e in expected.stale(outcomes)]
 
 
 class _BoundCheck:
@@ -287,12 +292,13 @@ def parametrize_with_checks(
     Each parameter is named after its check and mode (``G5-rows-match-mask-realtime``),
     so ``-k`` selects one. Failures fail the test with the check's message, SHOULD
     failures warn unless ``strict=True``, and refused modes or blocked checks skip.
-    ``options`` are those of :func:`check_model_state` (device, dtype, seed, ...).
+    ``options`` are those of :func:`check_model_state` (device, dtype, seed, ...). The
+    checks' worker process lives until the test session ends.
     """
     import pytest
 
     settings = make_settings(**options)
-    runner, _, _ = prepare_runner(factory, settings)
+    runner = prepare_runner(factory, settings)
     params = [
         pytest.param(
             _BoundCheck(runner, planned, settings.strict),
@@ -303,16 +309,24 @@ def parametrize_with_checks(
     return pytest.mark.parametrize("check", params)
 
 
-def _check_run(
-    check_id: str, factory: FactoryLike, mode: Mode | None, settings: RunSettings
+def _check_run_here(
+    check_id: str,
+    factory: FactoryLike,
+    mode: Mode | None,
+    device: torch.device | str,
+    dtype: torch.dtype | str,
+    seed: int,
 ) -> CheckRun:
-    runner, probe, _ = prepare_runner(factory, settings)
+    """A check's run in this process, as a failure's replay snippet needs it."""
+    call, spec = resolve_factory(factory)
+    settings = make_settings(device=device, dtype=dtype, seed=seed, isolation="off")
+    probe = probe_target(call, settings)
     if probe.kind is None:
         raise ValueError(f"cannot tell the target's kind: {probe.note}")
     return CheckRun(
         check_id=check_id,
-        factory=runner.factory,
-        factory_spec=runner.factory_spec,
+        factory=call,
+        factory_spec=spec,
         settings=settings,
         mode=mode,
         kind=probe.kind,
@@ -332,14 +346,13 @@ def replay(
     """Run one scenario of a scenario-driven check; raise its failure, if any.
 
     This is what the reproduction snippet in a failure message calls: the
-    :class:`~rtmm_protocol.conformance.outcomes.CheckFailure` it raises (an
+    :class:`~rtmm_protocol.conformance.reporting.results.CheckFailure` it raises (an
     ``AssertionError``) says what was expected and what was seen.
     """
     impl = implementations().get(check_id)
     if impl is None or impl.example is None:
         raise ValueError(f"{check_id!r} is not a scenario-driven check")
-    run = _check_run(check_id, factory, mode, make_settings(device=device, dtype=dtype, seed=seed))
-    impl.example(run, scenario)
+    impl.example(_check_run_here(check_id, factory, mode, device, dtype, seed), scenario)
 
 
 def life_machine_for(
@@ -350,7 +363,22 @@ def life_machine_for(
     dtype: torch.dtype | str = "float32",
     seed: int = DEFAULT_SEED,
 ) -> type[RuleBasedStateMachine]:
-    """The stateful check's machine for a target, to replay the steps a failure printed."""
-    settings = make_settings(device=device, dtype=dtype, seed=seed)
-    run = _check_run("G8-stateful-life-matches-oracle", factory, mode, settings)
-    return life_machine(run)
+    """The G8 stateful check's machine for a target, to replay the steps a failure printed."""
+    check_id = "G8-stateful-life-matches-oracle"
+    return life_machine(_check_run_here(check_id, factory, mode, device, dtype, seed))
+
+
+def change_life_for(
+    factory: FactoryLike,
+    *,
+    check_id: str = "C2-changes-never-stale",
+    mode: Mode | None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | str = "float32",
+    seed: int = DEFAULT_SEED,
+) -> type[RuleBasedStateMachine]:
+    """The machine of a C check (C1 or C2) for a target, to replay a failure's steps."""
+    if check_id not in JUDGES:
+        raise ValueError(f"check_id must be one of {sorted(JUDGES)}, got {check_id!r}")
+    run = _check_run_here(check_id, factory, mode, device, dtype, seed)
+    return change_life(run, JUDGES[check_id])

@@ -9,7 +9,8 @@ With ``--conformance`` pytest runs the suite and nothing else. The suite does no
 collect files: its items are built directly (node IDs such as
 ``rtmm-conformance::G5-rows-match-mask[realtime]``), so a project's ``python_files``
 setting, its own ``conformance/`` folder or ``testpaths`` cannot hide or shadow it.
-Positional arguments may be such node IDs, to rerun one check.
+Positional arguments may be such node IDs, to rerun one check. Each item's verdict
+travels to the report (through xdist too) as one JSON record in its user properties.
 """
 
 from __future__ import annotations
@@ -33,12 +34,11 @@ if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
     from _pytest.terminal import TerminalReporter
 
-    from rtmm_protocol.conformance.outcomes import CheckResult
-    from rtmm_protocol.conformance.report import ConformanceReport
-    from rtmm_protocol.conformance.runner import KindProbe, PlannedCheck, SuiteRunner
+    from rtmm_protocol.conformance.reporting.report import ConformanceReport
+    from rtmm_protocol.conformance.reporting.results import CheckResult
+    from rtmm_protocol.conformance.reporting.xfail import XfailFile
+    from rtmm_protocol.conformance.running.runner import PlannedCheck, SuiteRunner
     from rtmm_protocol.conformance.settings import RunSettings
-    from rtmm_protocol.conformance.targets import Factory
-    from rtmm_protocol.conformance.xfail import XfailFile
 
 __all__ = [
     "ConformanceFailedError",
@@ -49,15 +49,19 @@ __all__ = [
     "pytest_report_header",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
+    "pytest_unconfigure",
 ]
 
 _STATE = pytest.StashKey["_SuiteSession"]()
+#: The user property that carries an item's verdict, as ``CheckResult.to_json()``.
+_RECORD = "rtmm_result"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Declare the ``--conformance`` options (the only thing done when they are not used)."""
     group = parser.getgroup("rtmm-conformance", "rtmm-protocol conformance suite")
-    group.addoption(
+    add = group.addoption
+    add(
         "--conformance",
         nargs="?",
         const=REFERENCE_MODEL_STATE,
@@ -67,71 +71,62 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "gatherer); without a value, against the bundled reference. Write "
         "--conformance=MODULE:FACTORY: a bare --conformance takes the next argument",
     )
-    group.addoption(
+    add(
         "--conformance-device",
         default=None,
         metavar="DEVICE",
-        help="device to build targets on (default: cuda when available, else cpu)",
+        help="device to build targets on (default: cuda where the checks run has one, else cpu)",
     )
-    group.addoption(
+    add(
         "--conformance-dtype",
         default="float32",
         choices=DTYPE_NAMES,
         help="dtype of the state's buffer (default: float32)",
     )
-    group.addoption(
+    add(
         "--conformance-seed",
         type=int,
         default=DEFAULT_SEED,
         metavar="N",
         help=f"seed of the random batches (default: {DEFAULT_SEED}; printed in the header)",
     )
-    group.addoption(
+    add(
         "--conformance-examples",
         type=int,
         default=DEFAULT_EXAMPLES,
         metavar="N",
         help=f"random examples per check and mode (default: {DEFAULT_EXAMPLES})",
     )
-    group.addoption(
+    add(
         "--conformance-timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"time limit of one check in one mode (default: {DEFAULT_TIMEOUT_S:g})",
     )
-    group.addoption(
+    add(
         "--conformance-strict",
         action="store_true",
         default=False,
         help="fail the run on SHOULD failures and stale expected-failure entries",
     )
-    group.addoption(
+    add(
         "--conformance-xfail",
         default=None,
         metavar="FILE",
         help="expected failures: one clause or check ID per line, then the reason",
     )
-    group.addoption(
-        "--conformance-report",
-        default=None,
-        metavar="PATH",
-        help="write the JSON report to PATH",
-    )
-    group.addoption(
+    add("--conformance-report", default=None, metavar="PATH", help="write the JSON report to PATH")
+    add(
         "--conformance-isolation",
         default="auto",
-        choices=("auto", "fork", "off"),
-        help="where each check runs: auto (default; a forked child process per check where "
-        "that is safe, so a crashing or hanging target fails one check and the run goes on), "
-        "fork, or off (in the pytest process)",
+        choices=("auto", "process", "off"),
+        help="where checks run: process (a worker process, CUDA-safe: a crashing or hanging "
+        "target fails one check and the run goes on), off (in the pytest process, for "
+        "debugging), or auto (default: process, unless the factory cannot be sent to one)",
     )
-    group.addoption(
-        "--conformance-version",
-        default=None,
-        metavar="X",
-        help="score against the requirement set of protocol version X (default: current)",
-    )
+    add("--conformance-version", default=None, metavar="X",
+        help="score against the requirement set of protocol version X (default: current)")  # fmt: skip
 
 
 class _SuiteSession:
@@ -140,38 +135,32 @@ class _SuiteSession:
     def __init__(self, config: pytest.Config) -> None:
         from rtmm_protocol._version import PROTOCOL_VERSION
         from rtmm_protocol.conformance.api import make_settings
-        from rtmm_protocol.conformance.isolation import Isolation, resolve_isolation
-        from rtmm_protocol.conformance.targets import FactorySpecError, load_factory
-        from rtmm_protocol.conformance.xfail import parse_xfail_file
+        from rtmm_protocol.conformance.driving.factories import FactorySpecError, load_factory
+        from rtmm_protocol.conformance.reporting.xfail import parse_xfail_file
 
         self.config = config
         # ``getoption`` is untyped. Every option read here has a default and a ``type``,
-        # ``choices`` or ``store_true``, so argparse has converted and checked its value;
-        # ``--conformance`` itself is set (a session is made only then) to a string.
-        self.spec = cast(str, config.getoption("conformance"))
-        version = cast("str | None", config.getoption("conformance_version"))
+        # ``choices`` or ``store_true``, so argparse has converted and checked its value.
+        option = config.getoption
+        self.spec = cast(str, option("conformance"))
         try:
             self.settings: RunSettings = make_settings(
-                device=cast("str | None", config.getoption("conformance_device")),
-                dtype=cast(str, config.getoption("conformance_dtype")),
-                seed=cast(int, config.getoption("conformance_seed")),
-                examples=cast(int, config.getoption("conformance_examples")),
-                timeout_s=cast(float, config.getoption("conformance_timeout")),
-                strict=cast(bool, config.getoption("conformance_strict")),
-                version=version or PROTOCOL_VERSION,
-                isolation=cast(str, config.getoption("conformance_isolation")),
+                device=cast("str | None", option("conformance_device")),
+                dtype=cast(str, option("conformance_dtype")),
+                seed=cast(int, option("conformance_seed")),
+                examples=cast(int, option("conformance_examples")),
+                timeout_s=cast(float, option("conformance_timeout")),
+                strict=cast(bool, option("conformance_strict")),
+                version=cast("str | None", option("conformance_version")) or PROTOCOL_VERSION,
+                isolation=cast(str, option("conformance_isolation")),
             )
-            where: tuple[Isolation, str] = resolve_isolation(self.settings.isolation)
-        except (ValueError, RuntimeError) as error:
-            raise pytest.UsageError(f"--conformance options: {error}") from None
-        self.isolation: Isolation = where[0]
-        self.isolation_note: str = where[1]
-        search = [config.invocation_params.dir, config.rootpath]
-        try:
-            self.factory: Factory = load_factory(self.spec, search)
+            search = [config.invocation_params.dir, config.rootpath]
+            self.factory = load_factory(self.spec, search)
         except FactorySpecError as error:
             raise pytest.UsageError(str(error)) from None
-        xfail_path = config.getoption("conformance_xfail")
+        except (ValueError, RuntimeError) as error:
+            raise pytest.UsageError(f"--conformance options: {error}") from None
+        xfail_path = cast("str | None", option("conformance_xfail"))
         try:
             self.xfail: XfailFile | None = (
                 parse_xfail_file(Path(config.invocation_params.dir, xfail_path), xfail_path)
@@ -185,7 +174,6 @@ class _SuiteSession:
         self.planned: list[tuple[str, str | None]] = []
         self.records: list[CheckResult] = []
         self.report: ConformanceReport | None = None
-        self._probe: KindProbe | None = None
         self._runner: SuiteRunner | None = None
 
     @staticmethod
@@ -205,54 +193,39 @@ class _SuiteSession:
         return args
 
     @property
-    def probe(self) -> KindProbe:
-        """The target's kind, learned by building it once."""
-        if self._probe is None:
-            from rtmm_protocol.conformance.runner import probe_kind
-
-            self._probe = probe_kind(self.factory, self.settings, self.isolation)
-        return self._probe
-
-    @property
     def runner(self) -> SuiteRunner:
-        """The runner (created on first use: the controller of an xdist run never needs it)."""
+        """The runner, made on first use: it resolves the device and builds the target once
+        where the checks run (a usage error when the device asked for is missing)."""
         if self._runner is None:
-            from rtmm_protocol.conformance.runner import SuiteRunner
+            from rtmm_protocol.conformance.running.runner import open_runner
 
-            self._runner = SuiteRunner(
-                self.factory,
-                self.spec,
-                self.settings,
-                self.probe.kind or "model_state",
-                isolation=self.isolation,
-            )
+            try:
+                self._runner = open_runner(self.factory, self.spec, self.settings)
+            except ValueError as error:
+                raise pytest.UsageError(f"--conformance options: {error}") from None
+            self.settings = self._runner.settings
         return self._runner
 
+    def close(self) -> None:
+        """Stop the runner's worker process."""
+        if self._runner is not None:
+            self._runner.close()
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Note each check's outcome (in an xdist controller too: reports carry properties)."""
+        """Note each check's verdict (in an xdist controller too: reports carry properties)."""
         if report.when != "call":
             return
-        props = {str(entry[0]): str(entry[1]) for entry in report.user_properties}
-        if "check" not in props or "outcome" not in props:
+        record = next((str(v) for k, v in report.user_properties if k == _RECORD), None)
+        if record is None:
             return
-        from rtmm_protocol.conformance.outcomes import CheckResult, Outcome
+        from dataclasses import replace
 
-        outcome = Outcome(props["outcome"])
-        details = report.longreprtext if outcome is Outcome.FAILED else props.get("details", "")
-        self.records.append(
-            CheckResult(
-                props["check"],
-                None if props.get("mode", "any") == "any" else props["mode"],
-                outcome,
-                props.get("reason", ""),
-                details,
-                report.duration,
-                cause_key=props.get("cause_key", ""),
-                cause_title=props.get("cause_title", ""),
-                replay=props.get("replay", ""),
-                rerun=self.rerun_hint(report.nodeid) if props.get("cause_key") else "",
-            )
-        )
+        from rtmm_protocol.conformance.reporting.results import CheckResult
+
+        result = CheckResult.from_json(record)
+        if result.cause_key:
+            result = replace(result, rerun=self.rerun_hint(report.nodeid))
+        self.records.append(result)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
@@ -291,17 +264,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(state, "rtmm-conformance-session")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the worker process the run used."""
+    state = _session(config)
+    if state is not None:
+        state.close()
+
+
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     """The target, seed and versions, so that a pasted log can be reproduced."""
     state = _session(config)
     if state is None:
         return None
     from rtmm_protocol.conformance.catalog import CHECKS, clauses_for, version_key
-    from rtmm_protocol.conformance.environment import environment_info
 
-    settings = state.settings
-    probe = state.probe
-    env = probe.environment or environment_info(settings.device)
+    runner = state.runner
+    settings, probe, env = runner.settings, runner.probe, runner.environment
+    if config.pluginmanager.has_plugin("dsession"):
+        runner.close()  # an xdist controller runs no check: its workers have their own
     kind_name = {"model_state": "ModelState", "gatherer": "MMEmbeddingGatherer"}
     if probe.kind is None:
         target = f"{state.spec} (kind unknown: {probe.note})"
@@ -314,7 +294,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             f"; not applicable to this kind of target: {', '.join(other)}" if other else ""
         )
     newer = [c.id for c in CHECKS if version_key(c.since) > version_key(settings.version)]
-    lines = [
+    where = runner.notes[0] if runner.notes else "a worker process, reused for every check"
+    return [
         "rtmm-protocol conformance suite",
         f"  target:   {target}",
         f"  clauses:  {applies}",
@@ -326,14 +307,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"  versions: rtmm-protocol {env['rtmm_protocol']}, torch {env['torch']}, "
         f"CUDA {env['cuda']}, Python {env['python']}",
         f"  device:   {env['device']}, dtype {str(settings.dtype).removeprefix('torch.')}",
-        "  isolation: "
-        + (
-            "a forked child process per check"
-            if state.isolation == "fork"
-            else state.isolation_note
-        ),
+        f"  isolation: {where}",
     ]
-    return lines
 
 
 class _SuiteCollector(pytest.Collector):
@@ -360,19 +335,13 @@ class ConformanceItem(pytest.Item):
         super().__init__(**kwargs)  # type: ignore[arg-type]  # pytest's node keywords
         self.planned = planned
         info = planned.impl.info
-        self.user_properties.extend(
-            [
-                ("check", info.id),
-                ("clause", info.clause),
-                ("level", info.level),
-                ("mode", planned.mode or "any"),
-            ]
-        )
+        self.user_properties.extend([("clause", info.clause), ("level", info.level)])
 
     def runtest(self) -> None:
         """Run the check (or fetch its result) and turn the verdict into pytest's terms."""
-        from rtmm_protocol.conformance.outcomes import ConformanceWarning, Outcome
-        from rtmm_protocol.conformance.runner import judge
+        from rtmm_protocol.conformance.reporting.causes import key_digest
+        from rtmm_protocol.conformance.reporting.results import ConformanceWarning, Outcome
+        from rtmm_protocol.conformance.running.runner import judge
 
         state = _session(self.config)
         if state is None:
@@ -381,20 +350,10 @@ class ConformanceItem(pytest.Item):
         raw = state.runner.run(impl.id, self.planned.mode)
         entry = state.xfail.entry_for(impl.id, self.planned.mode) if state.xfail else None
         result = judge(raw, impl.info, strict=state.settings.strict, expected_failure=entry)
-        self.user_properties.extend([("outcome", result.outcome.value), ("reason", result.reason)])
-        if result.outcome is Outcome.WARNING:
-            self.user_properties.append(("details", result.details))
+        self.user_properties.append((_RECORD, result.to_json()))
         if result.cause_key:
-            from rtmm_protocol.conformance.causes import key_digest
-
-            self.user_properties.extend(
-                [
-                    ("cause", f"{key_digest(result.cause_key)}: {result.cause_title}"),
-                    ("cause_key", result.cause_key),
-                    ("cause_title", result.cause_title),
-                    ("replay", result.replay),
-                ]
-            )
+            cause = f"{key_digest(result.cause_key)}: {result.cause_title}"
+            self.user_properties.append(("cause", cause))
         outcome = result.outcome
         if outcome is Outcome.FAILED:
             raise ConformanceFailedError(
@@ -471,10 +430,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # under xdist the controller alone writes the report
     if not state.records and not state.planned:
         return
-    from rtmm_protocol.conformance.api import kind_notes, settings_summary
-    from rtmm_protocol.conformance.environment import environment_info
-    from rtmm_protocol.conformance.outcomes import CheckResult, Outcome
-    from rtmm_protocol.conformance.report import ConformanceReport
+    from rtmm_protocol.conformance.api import report_of
+    from rtmm_protocol.conformance.reporting.results import CheckResult, Outcome
 
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     seen = {(r.check_id, r.mode) for r in state.records}
@@ -491,35 +448,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if (check, mode) not in seen
         ),
     ]
-    xfail = state.xfail
-    stale = []
-    unknown = []
-    if xfail is not None and not interrupted:
-        outcomes = [(r.check_id, r.mode, r.outcome.value) for r in records]
-        stale = [f"{e.where}: {e.key} ({e.reason})" for e in xfail.stale(outcomes)]
-        unknown = [f"{e.where}: {e.key}" for e in xfail.unknown()]
-    notes = kind_notes(state.probe.kind, state.probe.note)
-    if state.isolation_note:
-        notes.append(state.isolation_note)
-    report = ConformanceReport(
-        target=state.spec,
-        kind=state.probe.kind,
-        settings=settings_summary(state.settings),
-        environment=state.probe.environment or environment_info(state.settings.device),
-        results=records,
-        strict=state.settings.strict,
-        stale_expected_failures=stale,
-        unknown_expected_failures=unknown,
-        notes=notes,
-        interrupted=interrupted,
-    )
+    report = report_of(state.runner, records, state.xfail, interrupted=interrupted)
     state.report = report
     path = config.getoption("conformance_report")
     if path:
         report.write_json(Path(config.invocation_params.dir, path))
     if session.exitstatus == 0 and not report.complete:
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-    if state.settings.strict and (stale or unknown) and session.exitstatus == 0:
+    stale = report.stale_expected_failures or report.unknown_expected_failures
+    if state.settings.strict and stale and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -531,23 +468,24 @@ def pytest_terminal_summary(
     if state is None or state.report is None:
         return
     report = state.report
+    write = terminalreporter.write_line
     should = report.should_details()
     if should:
         terminalreporter.write_sep(
             "=", "SHOULD failures (warnings; --conformance-strict fails them)"
         )
         for line in should.splitlines():
-            terminalreporter.write_line(line)
+            write(line)
     terminalreporter.write_sep("=", "rtmm-protocol conformance")
     for line in report.table().splitlines():
-        terminalreporter.write_line(line)
+        write(line)
     causes = report.causes_text()
     if causes:
-        terminalreporter.write_line("")
+        write("")
         for line in causes.splitlines():
-            terminalreporter.write_line(line)
-    terminalreporter.write_line(report.item_line())
+            write(line)
+    write(report.item_line())
     path = config.getoption("conformance_report")
     if path:
-        terminalreporter.write_line(f"JSON report: {Path(config.invocation_params.dir, path)}")
-    terminalreporter.write_line(report.summary_line(), bold=True, red=not report.ok)
+        write(f"JSON report: {Path(config.invocation_params.dir, path)}")
+    write(report.summary_line(), bold=True, red=not report.ok)

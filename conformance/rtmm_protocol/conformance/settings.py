@@ -1,4 +1,9 @@
-"""The knobs of one conformance run and their defaults, plus the merge tolerances."""
+"""The knobs of one conformance run and their defaults, plus the merge tolerances.
+
+Nothing here asks torch whether CUDA is available: that call initialises the CUDA driver
+in the calling process, after which a forked child could not use CUDA. The device a run
+asks for is resolved where the checks run (see :mod:`.running.runner`).
+"""
 
 from __future__ import annotations
 
@@ -15,11 +20,16 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DTYPES",
     "MERGE_TOLERANCES",
+    "ISOLATIONS",
     "RunSettings",
     "Tolerance",
-    "default_device",
     "parse_dtype",
 ]
+
+#: Values of ``--conformance-isolation``: ``process`` runs the checks in a worker process
+#: (CUDA-safe, a crash or a hang fails one check), ``off`` in the calling process, and
+#: ``auto`` picks ``process`` unless the factory cannot be sent to another process.
+ISOLATIONS = ("auto", "process", "off")
 
 #: dtype names accepted on the command line.
 DTYPES: dict[str, torch.dtype] = {
@@ -47,11 +57,6 @@ MERGE_TOLERANCES: dict[torch.dtype, Tolerance] = {
 }
 
 
-def default_device() -> torch.device:
-    """CUDA when available, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def parse_dtype(name: str) -> torch.dtype:
     """The dtype named on the command line, or ``ValueError`` listing the choices."""
     try:
@@ -65,6 +70,9 @@ class RunSettings:
     """Options of a run. ``version`` selects the requirement set the run is scored against."""
 
     device: torch.device
+    #: ``device`` is a stand-in for "CUDA where available, else the CPU", to be resolved
+    #: where the checks run (asking here could initialise CUDA in this process).
+    device_is_default: bool = False
     dtype: torch.dtype = torch.float32
     seed: int = DEFAULT_SEED
     examples: int = DEFAULT_EXAMPLES
@@ -74,8 +82,7 @@ class RunSettings:
     #: Shrink failing examples to the smallest one (off only where detection is all
     #: that matters, as in the suite's own self-tests).
     shrink: bool = True
-    #: Where checks run: ``auto`` (a forked child per check where that is safe),
-    #: ``fork`` or ``off`` (in the calling process); see :mod:`.isolation`.
+    #: Where checks run: one of :data:`ISOLATIONS` (see :mod:`.running.workers`).
     isolation: str = "auto"
     hidden_size: int = 4
     max_num_tokens: int = 128
@@ -88,10 +95,10 @@ class RunSettings:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.dtype not in MERGE_TOLERANCES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
-        if self.isolation not in ("auto", "fork", "off"):
-            raise ValueError(f"isolation must be auto, fork or off, got {self.isolation!r}")
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device is cuda but CUDA is not available")
+        if self.isolation not in ISOLATIONS:
+            raise ValueError(
+                f"isolation must be one of {', '.join(ISOLATIONS)}, got {self.isolation!r}"
+            )
 
     @property
     def tolerance(self) -> Tolerance:

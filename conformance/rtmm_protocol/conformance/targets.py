@@ -1,48 +1,19 @@
-"""Finding the object under test: ``MODULE:FACTORY`` specs, the bundled factories, the kind.
+"""The bundled targets: ``pytest --conformance`` with no value checks the first.
 
-A target is whatever ``FACTORY(ctx)`` returns: a ``ModelState`` (every clause applies)
-or a runner-level ``MMEmbeddingGatherer`` (the gather, error and signature clauses).
+``rtmm_protocol.conformance.targets:reference_model_state`` builds the reference
+:class:`~rtmm_protocol.reference.ReferenceModelState`, and
+``rtmm_protocol.conformance.targets:reference_gatherer`` the runner-level
+:class:`~rtmm_protocol.reference.EncoderRunner`. This is the one module of the suite
+that imports the reference.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
-import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-
-# Imported for its side effect first: the comparison functions the verdicts use are
-# captured before a factory module (target code) is imported by load_factory.
-from rtmm_protocol.conformance import trusted  # noqa: F401  # isort: skip
-from rtmm_protocol.conformance.catalog import TargetKind
-from rtmm_protocol.conformance.context import ConformanceContext
-from rtmm_protocol.conformance.defaults import REFERENCE_GATHERER, REFERENCE_MODEL_STATE
+from rtmm_protocol.conformance.driving.context import ConformanceContext
 from rtmm_protocol.reference.encoder_runner import EncoderRunner
 from rtmm_protocol.reference.model_state import ReferenceModelState
 
-__all__ = [
-    "REFERENCE_GATHERER",
-    "REFERENCE_MODEL_STATE",
-    "Factory",
-    "FactorySpecError",
-    "detect_kind",
-    "factory_spec_of",
-    "load_factory",
-    "parse_factory_spec",
-    "reference_gatherer",
-    "reference_model_state",
-]
-
-#: ``FACTORY(ctx) -> target``.
-Factory = Callable[[ConformanceContext], object]
-
-
-_SPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
-
-
-class FactorySpecError(ValueError):
-    """A ``MODULE:FACTORY`` spec that is malformed or does not lead to a callable."""
+__all__ = ["reference_gatherer", "reference_model_state"]
 
 
 def reference_model_state(ctx: ConformanceContext) -> ReferenceModelState:
@@ -71,85 +42,3 @@ def reference_gatherer(ctx: ConformanceContext) -> EncoderRunner:
         ctx.device,
         validate=ctx.validate,
     )
-
-
-def parse_factory_spec(spec: str) -> tuple[str, str]:
-    """Split ``MODULE:FACTORY`` into its two parts, or raise :class:`FactorySpecError`."""
-    if not _SPEC.match(spec):
-        hint = ""
-        if "/" in spec or "\\" in spec or spec.endswith(".py") or spec in {".", ".."}:
-            hint = (
-                " It looks like a path: an option with an optional value takes the next "
-                "argument, so `pytest --conformance tests/` reads tests/ as the factory. "
-                "Write --conformance=MODULE:FACTORY; no path is needed, the suite runs on its "
-                "own (select checks with -k)."
-            )
-        raise FactorySpecError(
-            f"--conformance expects MODULE:FACTORY (for example acme.factory:make_state) "
-            f"or no value for the bundled reference, got {spec!r}.{hint}"
-        )
-    module, _, attr = spec.partition(":")
-    return module, attr
-
-
-def load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
-    """Import the factory a spec names.
-
-    The ``pytest`` console script does not put the invocation directory on
-    ``sys.path``; when the module is not importable as is, the directories in
-    ``search_dirs`` (the invocation directory, usually) are tried.
-    """
-    module_name, attr = parse_factory_spec(spec)
-    module = _import_module(module_name, search_dirs)
-    target: object = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise FactorySpecError(
-                f"module {module_name!r} has no attribute {attr!r} (from --conformance={spec})"
-            ) from None
-    if not callable(target):
-        raise FactorySpecError(f"{spec} is a {type(target).__name__}, not a callable FACTORY(ctx)")
-    return target
-
-
-def _import_module(name: str, search_dirs: Sequence[Path]) -> object:
-    top = name.split(".", 1)[0]
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name is None or not (error.name == top or name.startswith(error.name)):
-            raise  # the module exists but one of its own imports is missing
-        first_error = error
-    added = [str(d) for d in search_dirs if str(d) not in sys.path]
-    for directory in reversed(added):
-        sys.path.insert(0, directory)
-    importlib.invalidate_caches()
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name is not None and (error.name == top or name.startswith(error.name)):
-            looked = ", ".join(added) if added else "sys.path"
-            raise FactorySpecError(
-                f"cannot import module {name!r} for --conformance (looked in sys.path and "
-                f"{looked}); install the package that provides it or run pytest from the "
-                "directory that holds it"
-            ) from first_error
-        raise
-
-
-def detect_kind(target: object) -> TargetKind | None:
-    """``model_state`` for a ModelState, ``gatherer`` for a runner, ``None`` for neither."""
-    if hasattr(target, "dummy_inputs_embeds") or hasattr(target, "get_mm_embeddings"):
-        return "model_state"
-    if callable(getattr(target, "gather_mm_embeddings", None)):
-        return "gatherer"
-    return None
-
-
-def factory_spec_of(factory: Factory) -> str:
-    """``MODULE:QUALNAME`` of a factory, for reproduction snippets."""
-    module = getattr(factory, "__module__", None) or "your_module"
-    name = getattr(factory, "__qualname__", None) or getattr(factory, "__name__", "factory")
-    return f"{module}:{name}"

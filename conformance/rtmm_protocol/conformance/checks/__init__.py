@@ -1,1 +1,1 @@
-"""The check implementations, one module per area of the specification."""
+"""The checks, one module per area of the specification, each check carrying its clause ID."""

@@ -23,23 +23,23 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from rtmm_protocol.conformance.check_run import Built, CheckRun
+from rtmm_protocol.conformance.checks.registry import check
 from rtmm_protocol.conformance.checks.stateful import (
+    FEATURE_SHAPES,
+    FeatureShape,
     Judge,
-    _compare,
-    _feature_shapes,
-    _FeatureShape,
-    _Request,
+    LiveRequest,
+    compare_with_oracle,
     life_machine,
     run_lives,
 )
-from rtmm_protocol.conformance.gather_call import GatherCall, describe_error
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.registry import check
-from rtmm_protocol.conformance.strategies import FeatureSpec, distinct_output
+from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
+from rtmm_protocol.conformance.driving.gather_call import GatherCall, describe_error
+from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
+from rtmm_protocol.testing.scenario import FeatureSpec, distinct_output
 
-__all__ = ["change_life", "change_life_for"]
+__all__ = ["JUDGES", "change_life"]
 
 _choice = st.integers(0, 1000)
 #: Ordinal stride between generations of one feature's output: every re-put output has
@@ -71,7 +71,7 @@ def _judge_fresh(call: GatherCall) -> None:
     if oracle.raises or call.error is not None:
         return  # the error itself is judged by G7 and C1
     try:
-        _compare(call)
+        compare_with_oracle(call)
     except CheckFailure as failure:
         raise CheckFailure(
             failure.what + " after a change between steps (a stale result)",
@@ -93,13 +93,13 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
         # time is only a ``RuleBasedStateMachine`` to a type checker. Annotations alone, so
         # nothing here shadows the base's attributes.
         built: Built
-        requests: dict[str, _Request]
+        requests: dict[str, LiveRequest]
         ordinals: dict[str, int]
         counter: int
-        _new_feature: Callable[[int, _FeatureShape], FeatureSpec]
+        _new_feature: Callable[[int, FeatureShape], FeatureSpec]
         _cache: Callable[[FeatureSpec], None]
         _register: Callable[
-            [int, list[_FeatureShape], Callable[[str, list[MultiModalFeature]], None]], None
+            [int, list[FeatureShape], Callable[[str, list[MultiModalFeature]], None]], None
         ]
 
         def __init__(self) -> None:
@@ -125,17 +125,17 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
             with self.built.cache.paused():
                 self.built.cache.encoder_outputs[spec.identifier] = output
 
-        def _pick(self, choice: int) -> tuple[str, _Request]:
+        def _pick(self, choice: int) -> tuple[str, LiveRequest]:
             req_id = sorted(self.requests)[choice % len(self.requests)]
             return req_id, self.requests[req_id]
 
         @precondition(lambda self: len(self.requests) < max_requests)
-        @rule(prefill_len=st.integers(0, 20), shapes=st.lists(_feature_shapes, max_size=3))
-        def assign_request(self, prefill_len: int, shapes: list[_FeatureShape]) -> None:
+        @rule(prefill_len=st.integers(0, 20), shapes=st.lists(FEATURE_SHAPES, max_size=3))
+        def assign_request(self, prefill_len: int, shapes: list[FeatureShape]) -> None:
             """A new request whose list is assigned into ``mm_features`` directly."""
             self._register(prefill_len, shapes, self._lists().__setitem__)
 
-        def _grow(self, choice: int, shape: _FeatureShape, in_place: bool) -> None:
+        def _grow(self, choice: int, shape: FeatureShape, in_place: bool) -> None:
             req_id, request = self._pick(choice)
             spec = self._new_feature(max(request.end, request.computed) + shape[0], shape)
             with self.built.cache.paused():
@@ -149,14 +149,14 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
                 self._cache(spec)
 
         @precondition(lambda self: bool(self.requests))
-        @rule(choice=_choice, shape=_feature_shapes)
-        def append_in_place(self, choice: int, shape: _FeatureShape) -> None:
+        @rule(choice=_choice, shape=FEATURE_SHAPES)
+        def append_in_place(self, choice: int, shape: FeatureShape) -> None:
             """A feature appended to the request's own list object."""
             self._grow(choice, shape, in_place=True)
 
         @precondition(lambda self: bool(self.requests))
-        @rule(choice=_choice, shape=_feature_shapes)
-        def assign_longer_list(self, choice: int, shape: _FeatureShape) -> None:
+        @rule(choice=_choice, shape=FEATURE_SHAPES)
+        def assign_longer_list(self, choice: int, shape: FeatureShape) -> None:
             """A new, longer list assigned in place of the request's list."""
             self._grow(choice, shape, in_place=False)
 
@@ -234,26 +234,8 @@ _SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
 )
 
 
-def change_life_for(
-    factory: object,
-    *,
-    check_id: str = "C2-changes-never-stale",
-    mode: str | None,
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype | str = "float32",
-) -> type[RuleBasedStateMachine]:
-    """The machine of a C check for a target, to replay the steps a failure printed."""
-    # Imported here: the API module imports the check modules.
-    from rtmm_protocol.conformance.api import _check_run, make_settings
-
-    if check_id not in _JUDGES:
-        raise ValueError(f"check_id must be one of {sorted(_JUDGES)}, got {check_id!r}")
-    settings = make_settings(device=device, dtype=dtype)
-    run = _check_run(check_id, factory, mode, settings)  # type: ignore[arg-type]  # checked there
-    return change_life(run, _JUDGES[check_id])
-
-
-_JUDGES: dict[str, Judge] = {
+#: The judge of each C check: C1 that allowed changes are accepted, C2 that nothing is stale.
+JUDGES: dict[str, Judge] = {
     "C1-changes-accepted": _judge_accepts,
     "C2-changes-never-stale": _judge_fresh,
 }
@@ -263,7 +245,7 @@ def _run_change_lives(
     run: CheckRun, scripts: Sequence[tuple[tuple[str, dict[str, object]], ...]]
 ) -> None:
     run.build()  # a refused mode skips here, before Hypothesis starts
-    run_lives(run, change_life(run, _JUDGES[run.check_id]), scripts, "change_life_for")
+    run_lives(run, change_life(run, JUDGES[run.check_id]), scripts, "change_life_for")
 
 
 @check(

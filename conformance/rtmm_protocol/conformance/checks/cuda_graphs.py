@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import torch
 
-from rtmm_protocol.conformance import trusted
-from rtmm_protocol.conformance.check_run import CheckRun
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.real_step import prepare_real_step
-from rtmm_protocol.conformance.registry import check
-from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
+from rtmm_protocol.conformance.checks.registry import check
+from rtmm_protocol.conformance.driving.check_run import CheckRun
+from rtmm_protocol.conformance.driving.real_step import prepare_real_step
+from rtmm_protocol.conformance.reporting.results import CheckFailure
+from rtmm_protocol.testing import comparisons
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 
 __all__: list[str] = []
 
@@ -80,7 +80,9 @@ def _graph_replay(run: CheckRun) -> None:
     graph.replay()
     torch.cuda.synchronize(device)
     tol = run.settings.tolerance
-    if not trusted.allclose(captured_output.float(), eager.float(), rtol=tol.rtol, atol=tol.atol):
+    if not comparisons.allclose(
+        captured_output.float(), eager.float(), rtol=tol.rtol, atol=tol.atol
+    ):
         worst = float((captured_output.float() - eager.float()).abs().max())
         raise CheckFailure(
             "replaying the graph captured on a dummy run does not give the eager output",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import torch
 
-from rtmm_protocol.conformance import trusted
-from rtmm_protocol.conformance.check_run import CheckRun
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.real_step import prepare_real_step
-from rtmm_protocol.conformance.registry import check
-from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
+from rtmm_protocol.conformance.checks.registry import check
+from rtmm_protocol.conformance.driving.check_run import CheckRun
+from rtmm_protocol.conformance.driving.real_step import prepare_real_step
+from rtmm_protocol.conformance.reporting.results import CheckFailure
+from rtmm_protocol.testing import comparisons
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 
 __all__: list[str] = []
 
@@ -163,7 +163,7 @@ def _real_shares(run: CheckRun) -> None:
         )
     n = step.batch.num_tokens
     after = _views(run, target, [top])[top]
-    if not trusted.equal(after[:n].detach().cpu(), result[:n].detach().cpu()):
+    if not comparisons.equal(after[:n].detach().cpu(), result[:n].detach().cpu()):
         raise CheckFailure(
             "the dummy buffer does not hold the rows get_mm_embeddings returned",
             expected=f"dummy_inputs_embeds({top})[:{n}] equal to the returned rows",

@@ -13,17 +13,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from rtmm_protocol.conformance.check_run import Built, CheckRun
-from rtmm_protocol.conformance.gather_call import describe_error, load_scenario, make_batch
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.registry import check
-from rtmm_protocol.conformance.request_states import request_states_for
-from rtmm_protocol.conformance.snapshots import CacheSnapshot, tensor_changes
-from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
-from rtmm_protocol.conformance.timeout import CheckInterrupted
+from rtmm_protocol.conformance.checks.registry import check
+from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
+from rtmm_protocol.conformance.driving.gather_call import describe_error
+from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.placeholder import PlaceholderRange
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
+from rtmm_protocol.testing.request_states import request_states_for
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
+from rtmm_protocol.testing.snapshots import CacheSnapshot, tensor_changes
 
 __all__: list[str] = []
 
@@ -39,7 +38,7 @@ _BASE = GatherScenario(
 
 
 def _load_base(built: Built, run: CheckRun) -> None:
-    load_scenario(built.cache, _BASE, run.device)
+    _BASE.load_into(built.cache, run.device)
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def _batch_call(
     """A state-level call (gather, or the real path) with a batch whose fields disagree."""
 
     def call(built: Built, run: CheckRun) -> object:
-        batch = replace(make_batch(scenario, run.device), **changes)  # type: ignore[arg-type]
+        batch = replace(scenario.input_batch(run.device), **changes)  # type: ignore[arg-type]
         target = built.target
         if real_path:
             return target.get_mm_embeddings({}, batch, request_states_for(batch))  # type: ignore[attr-defined]
@@ -247,11 +246,7 @@ def _attempt(run: CheckRun, case: _BadInput) -> _Attempt:
     result: object = None
     try:
         result = case.call(built, run)
-    except CheckInterrupted:
-        raise
-    except BaseException as raised:  # the type is what the checks judge
-        if isinstance(raised, KeyboardInterrupt):
-            raise
+    except Exception as raised:  # the type is what the checks judge
         error = raised
     changes = snapshot.changes(built.cache) if error is not None else []
     if error is not None and buffer_before is not None:
@@ -360,13 +355,13 @@ def _clean_errors(run: CheckRun) -> None:
 
 
 def _oversize_batches(run: CheckRun, top: int) -> list[tuple[str, ReferenceInputBatch]]:
-    fits = make_batch(_BASE, run.device)
+    fits = _BASE.input_batch(run.device)
     padded = replace(fits, num_tokens_after_padding=top + 1)
     padded = replace(padded, input_ids=torch.zeros(top + 1, dtype=torch.int64, device=run.device))
     big = GatherScenario(requests=(RequestSpec("a", 10, 0, 4), RequestSpec("b", top + 8, 0, top)))
     return [
         (f"num_tokens_after_padding = max_num_tokens + 1 = {top + 1}", padded),
-        (f"num_tokens = {big.num_tokens} > max_num_tokens = {top}", make_batch(big, run.device)),
+        (f"num_tokens = {big.num_tokens} > max_num_tokens = {top}", big.input_batch(run.device)),
     ]
 
 

@@ -15,15 +15,16 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance import cases, trusted
-from rtmm_protocol.conformance.check_run import CheckRun
-from rtmm_protocol.conformance.gather_call import GatherCall, Gathered, describe_error
-from rtmm_protocol.conformance.instruments import EVERY_KEY
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.registry import scenario_check
-from rtmm_protocol.conformance.snapshots import CacheSnapshot
-from rtmm_protocol.conformance.strategies import (
-    GatherScenario,
+from rtmm_protocol.conformance.checks import cases
+from rtmm_protocol.conformance.checks.registry import scenario_check
+from rtmm_protocol.conformance.driving.check_run import CheckRun
+from rtmm_protocol.conformance.driving.gather_call import GatherCall, Gathered, describe_error
+from rtmm_protocol.conformance.reporting.results import CheckFailure
+from rtmm_protocol.testing import comparisons
+from rtmm_protocol.testing.instruments import EVERY_KEY
+from rtmm_protocol.testing.scenario import GatherScenario
+from rtmm_protocol.testing.snapshots import CacheSnapshot
+from rtmm_protocol.testing.strategies import (
     gather_scenarios,
     lookahead_only_misses,
     non_embed_only_misses,
@@ -98,11 +99,11 @@ def _expected_sources(call: GatherCall, req_id: str | None = None) -> list[tuple
 
 def _compare_mask(call: GatherCall, gathered: Gathered, what: str) -> None:
     expected = call.oracle.mask_tensor()
-    diff = trusted.nonzero(trusted.ne(expected, gathered.mask)).flatten().tolist()
+    diff = comparisons.nonzero(comparisons.ne(expected, gathered.mask)).flatten().tolist()
     if diff:
         raise CheckFailure(
             what,
-            expected=f"True at {call.describe_slots(trusted.nonzero(expected).flatten().tolist())}"
+            expected=f"True at {call.describe_slots(comparisons.nonzero(expected).flatten().tolist())}"
             if bool(expected.any())
             else "an all-False mask",
             seen=f"the mask differs at {call.describe_slots(diff)}",
@@ -387,7 +388,7 @@ def _rows_match_mask(run: CheckRun, scenario: GatherScenario) -> None:
             seen=f"{rows.shape[0]} rows: {_format_sources(_sources(call, gathered))}",
         )
     expected = call.expected_rows()
-    if rows.shape != expected.shape or not trusted.equal(rows, expected):
+    if rows.shape != expected.shape or not comparisons.equal(rows, expected):
         raise CheckFailure(
             "the gathered rows are not the encoder-output rows of the True slots",
             expected=_format_sources(_expected_sources(call)),
@@ -610,7 +611,7 @@ def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
             isinstance(value, np.ndarray)
             and value.shape == call.before[name].shape
             and value.dtype == call.before[name].dtype
-            and trusted.array_equal(value, call.before[name])
+            and comparisons.array_equal(value, call.before[name])
         )
     ]
     if changed:
@@ -650,7 +651,7 @@ def _state_matches_oracle(run: CheckRun, scenario: GatherScenario) -> None:
     _compare_mask(call, gathered, "the state-level mask differs from the runner-level gather")
     rows = gathered.rows(scenario.hidden_size)
     expected = call.expected_rows()
-    if rows.shape != expected.shape or not trusted.equal(rows, expected):
+    if rows.shape != expected.shape or not comparisons.equal(rows, expected):
         raise CheckFailure(
             "the state-level rows differ from the runner-level gather",
             expected=_format_sources(_expected_sources(call)),

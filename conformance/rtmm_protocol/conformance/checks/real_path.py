@@ -13,15 +13,17 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance import cases, trusted
-from rtmm_protocol.conformance.check_run import CheckRun
-from rtmm_protocol.conformance.gather_call import describe_error
-from rtmm_protocol.conformance.oracle import oracle_gather
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.real_step import RealStep, prepare_real_step
-from rtmm_protocol.conformance.registry import scenario_check
-from rtmm_protocol.conformance.strategies import GatherScenario, gather_scenarios
+from rtmm_protocol.conformance.checks import cases
+from rtmm_protocol.conformance.checks.registry import scenario_check
+from rtmm_protocol.conformance.driving.check_run import CheckRun
+from rtmm_protocol.conformance.driving.gather_call import describe_error
+from rtmm_protocol.conformance.driving.real_step import RealStep, prepare_real_step
+from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.realtime import supports_realtime
+from rtmm_protocol.testing import comparisons
+from rtmm_protocol.testing.oracle import oracle_gather
+from rtmm_protocol.testing.scenario import GatherScenario
+from rtmm_protocol.testing.strategies import gather_scenarios
 
 __all__: list[str] = []
 
@@ -82,10 +84,10 @@ def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | N
     expected32 = expected.detach().to("cpu", torch.float32)
     if seen32.shape != expected32.shape:
         return f"shape {tuple(seen32.shape)} instead of {tuple(expected32.shape)}"
-    bad = ~trusted.isclose(seen32, expected32, rtol=tol.rtol, atol=tol.atol)
+    bad = ~comparisons.isclose(seen32, expected32, rtol=tol.rtol, atol=tol.atol)
     if not bool(bad.any()):
         return None
-    rows = trusted.nonzero(bad.any(dim=1)).flatten().tolist()
+    rows = comparisons.nonzero(bad.any(dim=1)).flatten().tolist()
     worst = float((seen32 - expected32).abs().max())
     return (
         f"rows {rows[:8]}{' ...' if len(rows) > 8 else ''} differ (max abs diff {worst:.3g}, "

@@ -7,15 +7,16 @@ others are reported as blocked by it rather than failing one after another.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import torch
 from typing_extensions import get_protocol_members
 
-from rtmm_protocol.conformance import cases
-from rtmm_protocol.conformance.check_run import Built, CheckRun
-from rtmm_protocol.conformance.gather_call import describe_error, load_scenario
-from rtmm_protocol.conformance.instruments import InstanceFlagModel, TruthyFlagModel
-from rtmm_protocol.conformance.outcomes import CheckFailure, CheckSkipped
-from rtmm_protocol.conformance.registry import check
+from rtmm_protocol.conformance.checks import cases
+from rtmm_protocol.conformance.checks.registry import check
+from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
+from rtmm_protocol.conformance.driving.gather_call import describe_error
+from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckSkipped
 from rtmm_protocol.protocols import MMEmbeddingGatherer, ModelState
 from rtmm_protocol.signatures import (
     RENAMED_PARAMETERS,
@@ -23,10 +24,25 @@ from rtmm_protocol.signatures import (
     check_gatherer_signature,
     check_model_state_signature,
 )
+from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
 __all__: list[str] = []
 
 _BUILDS = ("T1-factory-builds",)
+
+
+class InstanceFlagModel(ToyReplaceModel):
+    """Not realtime: ``supports_realtime`` is set on the instance, which does not count (T3)."""
+
+    def __init__(self, hidden_size: int, **kwargs: Any) -> None:
+        super().__init__(hidden_size, **kwargs)
+        self.supports_realtime = True
+
+
+class TruthyFlagModel(ToyReplaceModel):
+    """Not realtime: the class flag is ``1``, truthy but not ``True`` (T3)."""
+
+    supports_realtime: ClassVar[int] = 1
 
 
 @check(
@@ -168,7 +184,7 @@ def _realtime_guard(run: CheckRun) -> None:
                 expected=f"is_realtime False for a model with {flag}",
                 seen=f"is_realtime {seen_flag!r}",
             )
-        load_scenario(built.cache, scenario, run.device)
+        scenario.load_into(built.cache, run.device)
         call = run.gather(built, scenario)
         if call.error is not None:
             raise CheckFailure(

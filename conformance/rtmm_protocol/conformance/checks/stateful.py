@@ -29,29 +29,32 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from rtmm_protocol.conformance import trusted
-from rtmm_protocol.conformance.check_run import Built, CheckRun
-from rtmm_protocol.conformance.gather_call import GatherCall, call_gather, describe_error
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.registry import check
-from rtmm_protocol.conformance.snapshots import CacheSnapshot
-from rtmm_protocol.conformance.strategies import (
-    FeatureSpec,
-    GatherScenario,
-    RequestSpec,
-    distinct_output,
-)
+from rtmm_protocol.conformance.checks.registry import check
+from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
+from rtmm_protocol.conformance.driving.gather_call import GatherCall, call_gather, describe_error
+from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
+from rtmm_protocol.testing import comparisons
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec, distinct_output
+from rtmm_protocol.testing.snapshots import CacheSnapshot
 
-__all__ = ["Judge", "life_machine", "run_lives"]
+__all__ = [
+    "FEATURE_SHAPES",
+    "FeatureShape",
+    "Judge",
+    "LiveRequest",
+    "compare_with_oracle",
+    "life_machine",
+    "run_lives",
+]
 
 #: Judges one gather of a life against the oracle; raises ``CheckFailure`` on a fault.
 Judge = Callable[[GatherCall], None]
 
 #: ``(gap before it, length, is_embed or None, cached at once)`` of a new feature.
-_FeatureShape = tuple[int, int, tuple[bool, ...] | None, bool]
+FeatureShape = tuple[int, int, tuple[bool, ...] | None, bool]
 
-_feature_shapes: st.SearchStrategy[_FeatureShape] = st.integers(1, 6).flatmap(
+FEATURE_SHAPES: st.SearchStrategy[FeatureShape] = st.integers(1, 6).flatmap(
     lambda n: st.tuples(
         st.integers(0, 4),
         st.just(n),
@@ -59,12 +62,12 @@ _feature_shapes: st.SearchStrategy[_FeatureShape] = st.integers(1, 6).flatmap(
         st.sampled_from([True, True, True, False]),
     )
 )
-_prompt_shapes = st.tuples(st.integers(0, 20), st.lists(_feature_shapes, max_size=3))
+_prompt_shapes = st.tuples(st.integers(0, 20), st.lists(FEATURE_SHAPES, max_size=3))
 _choice = st.integers(0, 1000)
 
 
 @dataclass
-class _Request:
+class LiveRequest:
     prefill_len: int
     computed: int = 0
     features: list[FeatureSpec] = field(default_factory=list)
@@ -83,7 +86,7 @@ def life_machine(
     error for a missing output); ``keeps_cache`` also requires the cache unchanged by
     each gather (G8).
     """
-    judge_call = _compare if judge is None else judge
+    judge_call = compare_with_oracle if judge is None else judge
     top = run.settings.max_num_tokens
     max_requests = run.settings.max_num_reqs
     hidden = run.settings.hidden_size
@@ -95,14 +98,14 @@ def life_machine(
         def __init__(self) -> None:
             super().__init__()
             self.built: Built = run.build()
-            self.requests: dict[str, _Request] = {}
+            self.requests: dict[str, LiveRequest] = {}
             self.ordinals: dict[str, int] = {}
             self.counter = 0
             self.dummy_storage: int | None = None
 
         # -------------------------------------------------------------- events
 
-        def _new_feature(self, offset: int, shape: _FeatureShape) -> FeatureSpec:
+        def _new_feature(self, offset: int, shape: FeatureShape) -> FeatureSpec:
             _, length, mask, cached = shape
             identifier = f"q{self.counter}"
             self.ordinals[identifier] = self.counter
@@ -116,25 +119,25 @@ def life_machine(
                 cache.encoder_outputs[spec.identifier] = output.to(run.device)
 
         @initialize(prompts=st.lists(_prompt_shapes, min_size=1, max_size=3))
-        def start(self, prompts: list[tuple[int, list[_FeatureShape]]]) -> None:
+        def start(self, prompts: list[tuple[int, list[FeatureShape]]]) -> None:
             for prefill_len, shapes in prompts:
                 self.add_request(prefill_len, shapes)
 
         @precondition(lambda self: len(self.requests) < max_requests)
-        @rule(prefill_len=st.integers(0, 20), shapes=st.lists(_feature_shapes, max_size=3))
-        def add_request(self, prefill_len: int, shapes: list[_FeatureShape]) -> None:
+        @rule(prefill_len=st.integers(0, 20), shapes=st.lists(FEATURE_SHAPES, max_size=3))
+        def add_request(self, prefill_len: int, shapes: list[FeatureShape]) -> None:
             self._register(prefill_len, shapes, self.built.cache.add_request)
 
         def _register(
             self,
             prefill_len: int,
-            shapes: list[_FeatureShape],
+            shapes: list[FeatureShape],
             store: Callable[[str, list[MultiModalFeature]], None],
         ) -> None:
             """A new request with features laid out by ``shapes``, handed to ``store``."""
             req_id = f"req-{self.counter}"
             self.counter += 1
-            request = _Request(prefill_len)
+            request = LiveRequest(prefill_len)
             cursor = 0
             for shape in shapes:
                 spec = self._new_feature(cursor + shape[0], shape)
@@ -148,8 +151,8 @@ def life_machine(
             self.requests[req_id] = request
 
         @precondition(lambda self: bool(self.requests))
-        @rule(choice=_choice, shape=_feature_shapes)
-        def append_feature(self, choice: int, shape: _FeatureShape) -> None:
+        @rule(choice=_choice, shape=FEATURE_SHAPES)
+        def append_feature(self, choice: int, shape: FeatureShape) -> None:
             req_id = sorted(self.requests)[choice % len(self.requests)]
             request = self.requests[req_id]
             spec = self._new_feature(max(request.end, request.computed) + shape[0], shape)
@@ -292,7 +295,7 @@ def life_machine(
     return GatherLife
 
 
-def _compare(call: GatherCall) -> None:
+def compare_with_oracle(call: GatherCall) -> None:
     oracle = call.oracle
     if oracle.raises:
         missing = [identifier for identifier, _ in oracle.missing]
@@ -314,25 +317,25 @@ def _compare(call: GatherCall) -> None:
     gathered = call.unpack()
     expected_mask = oracle.mask_tensor()
     raw = gathered.raw_mask
-    if tuple(raw.shape) != (call.total,) or not trusted.equal(gathered.mask, expected_mask):
-        diff = trusted.nonzero(trusted.ne(expected_mask, gathered.mask)).flatten().tolist()
+    if tuple(raw.shape) != (call.total,) or not comparisons.equal(gathered.mask, expected_mask):
+        diff = comparisons.nonzero(comparisons.ne(expected_mask, gathered.mask)).flatten().tolist()
         raise CheckFailure(
             "the mask differs from the oracle's",
             expected=f"{call.total} entries, True at "
-            f"{trusted.nonzero(expected_mask).flatten().tolist()[:12]}",
+            f"{comparisons.nonzero(expected_mask).flatten().tolist()[:12]}",
             seen=f"{raw.shape[0]} entries, differing at {call.describe_slots(diff)}"
             if diff
             else f"shape {tuple(raw.shape)}",
         )
     rows = gathered.rows(call.scenario.hidden_size)
     expected = call.expected_rows()
-    if rows.shape != expected.shape or not trusted.equal(rows, expected):
+    if rows.shape != expected.shape or not comparisons.equal(rows, expected):
         wanted = [f"{r.identifier}[{r.row}]" for r in oracle.rows]
         first = next(
             (
                 j
                 for j in range(min(rows.shape[0], expected.shape[0]))
-                if not trusted.equal(rows[j], expected[j])
+                if not comparisons.equal(rows[j], expected[j])
             ),
             min(rows.shape[0], expected.shape[0]),
         )

@@ -1,9 +1,12 @@
-"""How a check ends: the exceptions a check raises and the result the runner records."""
+"""How a check ends: the exceptions a check raises, and :class:`CheckResult`, the one record
+of its verdict that travels from where it ran (a worker process, an xdist worker) to the
+report, serialised once as JSON."""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+import json
+from dataclasses import asdict, dataclass, replace
 
 __all__ = [
     "FAILING_OUTCOMES",
@@ -124,3 +127,14 @@ class CheckResult:
     def with_outcome(self, outcome: Outcome, reason: str | None = None) -> CheckResult:
         """The same result with another outcome (and reason)."""
         return replace(self, outcome=outcome, reason=self.reason if reason is None else reason)
+
+    def to_json(self) -> str:
+        """The record as one JSON string (how it crosses process boundaries)."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> CheckResult:
+        """The record :meth:`to_json` wrote."""
+        fields = json.loads(text)
+        fields["outcome"] = Outcome(fields["outcome"])
+        return cls(**fields)

@@ -3,21 +3,19 @@
 Each ``checks/<area>.py`` module decorates its functions with :func:`check` or
 :func:`scenario_check`, whose first three arguments (ID, level, statement) and
 ``targets``/``since`` options are the check's one definition. The catalog reads the same
-decorators from the source without importing anything; :func:`implementations` imports
-the modules and returns the registry, and refuses a check whose record differs from the
-catalog's (a decorator whose arguments are not literals).
+decorators from the source without importing anything; registering refuses a check whose
+record differs from the catalog's (a decorator whose arguments are not literals).
+:func:`~.all_checks.implementations` imports every area and returns what registered.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
 from rtmm_protocol.conformance.catalog import (
-    AREAS,
     CHECKS_BY_ID,
     DEFAULT_SINCE,
     DEFAULT_TARGETS,
@@ -25,16 +23,16 @@ from rtmm_protocol.conformance.catalog import (
     Level,
     TargetKind,
 )
-from rtmm_protocol.conformance.check_run import CheckRun
-from rtmm_protocol.conformance.context import MODES, Mode
-from rtmm_protocol.conformance.strategies import GatherScenario
+from rtmm_protocol.conformance.driving.check_run import CheckRun
+from rtmm_protocol.conformance.driving.context import MODES, Mode
+from rtmm_protocol.testing.scenario import GatherScenario
 
 __all__ = [
     "BASIC_PREREQUISITES",
     "CheckImpl",
     "ExampleBody",
     "check",
-    "implementations",
+    "registered",
     "scenario_check",
 ]
 
@@ -44,8 +42,6 @@ BASIC_PREREQUISITES: tuple[str, ...] = ("T1-protocol-members", "T2-no-renamed-pa
 
 #: ``body(run, scenario)``: one example of a scenario-driven check.
 ExampleBody = Callable[[CheckRun, GatherScenario], None]
-
-_CHECK_MODULES = tuple(f"rtmm_protocol.conformance.checks.{area}" for area in AREAS)
 
 _REGISTRY: dict[str, CheckImpl] = {}
 
@@ -174,8 +170,6 @@ def scenario_check(
     return decorate
 
 
-def implementations() -> Mapping[str, CheckImpl]:
-    """Every registered check, keyed by ID, in catalog order."""
-    for module in _CHECK_MODULES:
-        importlib.import_module(module)
+def registered() -> Mapping[str, CheckImpl]:
+    """Every check registered so far (by the area modules imported so far), in catalog order."""
     return {c.id: _REGISTRY[c.id] for c in CHECKS_BY_ID.values() if c.id in _REGISTRY}

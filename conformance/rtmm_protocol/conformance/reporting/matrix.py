@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
-from rtmm_protocol.conformance.report import READABLE_REPORT_SCHEMAS, REPORT_SCHEMA
+from rtmm_protocol.conformance.reporting.report import READABLE_REPORT_SCHEMAS, REPORT_SCHEMA
 
 __all__ = ["Column", "load_column", "main", "render_html", "render_markdown"]
 

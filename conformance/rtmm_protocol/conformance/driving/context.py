@@ -8,23 +8,25 @@ a reason; the checks of that mode are then reported as skipped with that reason.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
-from rtmm_protocol.conformance.instruments import (
+from rtmm_protocol.protocols import MultiModalModel, TextModel
+from rtmm_protocol.testing.instruments import (
     EncoderCallLog,
     InstrumentedEncoderCache,
     attach_encoder_log,
 )
-from rtmm_protocol.protocols import MultiModalModel, TextModel
 from rtmm_protocol.testing.toy_models import ToyRealtimeModel, ToyReplaceModel, ToyTextModel
 
 __all__ = [
     "MODES",
     "ConformanceContext",
     "ContextParts",
+    "Factory",
     "Mode",
     "ModeNotSupported",
     "build_context",
@@ -70,6 +72,10 @@ class ConformanceContext:
     device: torch.device
     validate: bool
     mode: Mode
+
+
+#: ``FACTORY(ctx) -> target``: builds the object under test.
+Factory = Callable[[ConformanceContext], object]
 
 
 @dataclass

@@ -16,13 +16,13 @@ from typing import Any
 
 __all__ = ["SCHEMA_FILE", "report_schema", "validate_report"]
 
-#: The schema's file name inside the ``rtmm_protocol.conformance`` package.
+#: The schema's file name inside the ``rtmm_protocol.conformance.reporting`` package.
 SCHEMA_FILE = "report_schema.json"
 
 
 @lru_cache(maxsize=1)
 def _schema_text() -> str:
-    return (resources.files("rtmm_protocol.conformance") / SCHEMA_FILE).read_text("utf-8")
+    return (resources.files("rtmm_protocol.conformance.reporting") / SCHEMA_FILE).read_text("utf-8")
 
 
 def report_schema() -> dict[str, Any]:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rtmm_protocol.conformance.catalog import CHECKS, CLAUSES, CheckInfo
-from rtmm_protocol.conformance.causes import Cause, group_causes
 from rtmm_protocol.conformance.defaults import DEFAULT_SEED, NODE_PREFIX
-from rtmm_protocol.conformance.outcomes import FAILING_OUTCOMES, CheckResult, Outcome
+from rtmm_protocol.conformance.reporting.causes import Cause, group_causes
+from rtmm_protocol.conformance.reporting.results import FAILING_OUTCOMES, CheckResult, Outcome
 
 __all__ = [
     "READABLE_REPORT_SCHEMAS",

@@ -1,9 +1,9 @@
-"""Comparison functions captured when the suite is imported, before any target code runs.
+"""Comparison functions bound when this module is imported, before any target code runs.
 
-A target runs in the suite's process and can replace functions of torch or numpy (on
-purpose, or through a test double it leaves behind). Every verdict of the suite, and
-the oracle's own arithmetic on masks, goes through the functions below, bound here
-from the modules as they were when the suite was imported. A target that patches
+A target runs in the checking process and can replace functions of torch or numpy (on
+purpose, or through a test double it leaves behind). Every verdict of the conformance
+suite, and the snapshots' own arithmetic, goes through the functions below, bound here
+from the modules as they were when the suite (which imports this first) was imported. A target that patches
 ``torch.equal``, ``torch.nonzero``, ``torch.Tensor.nonzero``, ``torch.isclose``,
 ``torch.allclose``, ``torch.Tensor.ne`` or ``numpy.array_equal`` afterwards cannot make
 a check pass.
@@ -11,7 +11,7 @@ a check pass.
 What this does not cover: a target that patches tensor operators (``Tensor.__eq__``,
 ``Tensor.__ne__``), tensor construction or torch's C extension itself; nor a factory
 module that patches torch when it is imported before the suite (a factory named on
-the command line is imported after it, see ``targets.load_factory``).
+the command line is imported after it).
 """
 
 from __future__ import annotations

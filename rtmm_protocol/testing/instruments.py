@@ -1,4 +1,4 @@
-"""The instrumented model and encoder cache the suite hands to a target.
+"""An encoder cache and a model log that record what a target touches.
 
 Behavioural clauses are observable only through what a target touches: G2 (a skipped
 request's outputs are not read), D3 (a dummy run neither encodes nor touches the cache)
@@ -10,22 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import torch
 
-from rtmm_protocol.conformance import trusted
 from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.feature import MultiModalFeature
-from rtmm_protocol.testing.toy_models import ToyReplaceModel
+from rtmm_protocol.testing import comparisons
 
 __all__ = [
     "EVERY_KEY",
     "EncoderCallLog",
-    "InstanceFlagModel",
     "InstrumentedEncoderCache",
     "RecordingDict",
-    "TruthyFlagModel",
     "attach_encoder_log",
 ]
 
@@ -210,7 +207,7 @@ class EncoderCallLog:
                 inputs.numel() > 0
                 and tensor.shape == inputs.shape
                 and tensor.device == inputs.device
-                and bool(trusted.equal(tensor, inputs))
+                and bool(comparisons.equal(tensor, inputs))
             )
         )
 
@@ -231,17 +228,3 @@ def attach_encoder_log(model: object) -> EncoderCallLog:
 
         object.__setattr__(model, "embed_multimodal", recording)
     return log
-
-
-class InstanceFlagModel(ToyReplaceModel):
-    """Not realtime: ``supports_realtime`` is set on the instance, which does not count (T3)."""
-
-    def __init__(self, hidden_size: int, **kwargs: Any) -> None:
-        super().__init__(hidden_size, **kwargs)
-        self.supports_realtime = True
-
-
-class TruthyFlagModel(ToyReplaceModel):
-    """Not realtime: the class flag is ``1``, truthy but not ``True`` (T3)."""
-
-    supports_realtime: ClassVar[int] = 1

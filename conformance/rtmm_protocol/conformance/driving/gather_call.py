@@ -15,50 +15,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from rtmm_protocol.conformance import trusted
 from rtmm_protocol.conformance.catalog import TargetKind
-from rtmm_protocol.conformance.instruments import InstrumentedEncoderCache
-from rtmm_protocol.conformance.oracle import OracleResult, oracle_gather
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.strategies import GatherScenario
-from rtmm_protocol.conformance.timeout import CheckInterrupted
+from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.realtime import supports_realtime
+from rtmm_protocol.testing import comparisons
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
+from rtmm_protocol.testing.instruments import InstrumentedEncoderCache
+from rtmm_protocol.testing.oracle import OracleResult, oracle_gather
+from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.types import IntArray
 
-__all__ = [
-    "GatherCall",
-    "Gathered",
-    "call_gather",
-    "describe_error",
-    "load_scenario",
-    "make_batch",
-]
-
-
-def load_scenario(
-    cache: InstrumentedEncoderCache, scenario: GatherScenario, device: torch.device
-) -> None:
-    """Register the scenario's requests and cache its outputs, without recording."""
-    outputs = scenario.distinct_outputs(device)
-    with cache.paused():
-        for request in (*scenario.requests, *scenario.extra_requests):
-            cache.add_request(request.req_id, [spec.build() for spec in request.features])
-        cache.encoder_outputs.update(outputs)
-    cache.forget()
-
-
-def make_batch(scenario: GatherScenario, device: torch.device) -> ReferenceInputBatch:
-    """The scenario as an ``InputBatch``, padded by ``scenario.padding`` tokens."""
-    return ReferenceInputBatch.from_requests(
-        scenario.req_ids,
-        [r.prefill_len for r in scenario.requests],
-        [r.num_computed_tokens for r in scenario.requests],
-        [r.num_scheduled_tokens for r in scenario.requests],
-        num_tokens_after_padding=scenario.num_tokens + scenario.padding,
-        device=device,
-    )
+__all__ = ["GatherCall", "Gathered", "call_gather", "describe_error"]
 
 
 def describe_error(error: BaseException) -> str:
@@ -160,7 +128,7 @@ class GatherCall:
         return Gathered(pieces=list(pieces), mask=flat, raw_mask=mask)
 
     def expected_rows(self) -> torch.Tensor:
-        """The rows the oracle expects, in slot order, on the CPU in float32."""
+        """The rows the oracle expects (G5: one per True slot, in slot order), CPU, float32."""
         return self.oracle.rows_tensor(self.outputs, self.scenario.hidden_size).to(torch.float32)
 
     def source_of(self, row: torch.Tensor) -> tuple[str, int] | None:
@@ -171,7 +139,7 @@ class GatherCall:
         """
         for identifier, output in self.outputs.items():
             matches = (output.detach().to("cpu", torch.float32) == row).all(dim=1)
-            hits = trusted.nonzero(matches)
+            hits = comparisons.nonzero(matches)
             if hits.numel():
                 return identifier, int(hits[0, 0])
         return None
@@ -240,7 +208,7 @@ def call_gather(
         scenario=scenario, kind=kind, oracle=oracle, outputs=outputs, features=features
     )
     if kind == "model_state":
-        batch = make_batch(scenario, device)
+        batch = scenario.input_batch(device)
         call.batch = batch
         call.passed = {
             "num_scheduled_tokens": batch.num_scheduled_tokens,
@@ -266,11 +234,7 @@ def call_gather(
                 num_computed_tokens=given["num_computed_tokens"],
                 draft_lookahead=look,
             )
-    except CheckInterrupted:
-        raise
-    except BaseException as error:  # a target's failure is an observation, not a crash
-        if isinstance(error, KeyboardInterrupt):
-            raise
+    except Exception as error:  # a target's failure is an observation, not a crash
         call.error = error
     call.output_reads = cache.output_reads()
     return call

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from rtmm_protocol.conformance.outcomes import FAILING_OUTCOMES, CheckFailure, CheckResult
+import rtmm_protocol.testing
+from rtmm_protocol.conformance.reporting.results import FAILING_OUTCOMES, CheckFailure, CheckResult
 
 __all__ = [
     "Cause",
@@ -87,10 +88,12 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     import pluggy
     import torch
 
-    import rtmm_protocol.conformance as suite
-
-    suite_dirs = {os.path.dirname(suite.__file__)}
-    suite_dirs.add(os.path.realpath(next(iter(suite_dirs))))
+    # The suite and its testing helpers (toy models, instrumented cache) are never "target".
+    suite_dirs = {
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        os.path.dirname(os.path.abspath(rtmm_protocol.testing.__file__)),
+    }
+    suite_dirs |= {os.path.realpath(d) for d in suite_dirs}
     libraries = {
         os.path.dirname(module.__file__ or "") for module in (torch, numpy, hypothesis, pluggy)
     }

@@ -21,19 +21,19 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 
 from rtmm_protocol.conformance.catalog import TargetKind
-from rtmm_protocol.conformance.context import ContextParts, Mode, ModeNotSupported, build_context
-from rtmm_protocol.conformance.gather_call import (
-    GatherCall,
-    call_gather,
-    describe_error,
-    load_scenario,
+from rtmm_protocol.conformance.driving.context import (
+    ContextParts,
+    Factory,
+    Mode,
+    ModeNotSupported,
+    build_context,
 )
-from rtmm_protocol.conformance.instruments import InstrumentedEncoderCache
-from rtmm_protocol.conformance.outcomes import CheckFailure, CheckSkipped
+from rtmm_protocol.conformance.driving.factories import detect_kind
+from rtmm_protocol.conformance.driving.gather_call import GatherCall, call_gather, describe_error
+from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckSkipped
 from rtmm_protocol.conformance.settings import DTYPES, RunSettings
-from rtmm_protocol.conformance.strategies import GatherScenario
-from rtmm_protocol.conformance.targets import Factory, detect_kind
-from rtmm_protocol.conformance.timeout import CheckInterrupted
+from rtmm_protocol.testing.instruments import InstrumentedEncoderCache
+from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
 __all__ = ["Built", "CheckRun"]
@@ -113,8 +113,6 @@ class CheckRun:
             except ModeNotSupported as refusal:
                 refusals.append(f"{candidate}: {refusal.reason}")
                 continue
-            except CheckInterrupted:
-                raise
             except Exception as error:
                 raise CheckFailure(
                     "the factory raised while building the target",
@@ -141,7 +139,7 @@ class CheckRun:
     def build_loaded(self, scenario: GatherScenario) -> Built:
         """A fresh target whose cache holds the scenario's features and outputs."""
         built = self.build(hidden_size=scenario.hidden_size)
-        load_scenario(built.cache, scenario, self.device)
+        scenario.load_into(built.cache, self.device)
         return built
 
     def gather(self, built: Built, scenario: GatherScenario, **kwargs: object) -> GatherCall:
@@ -164,8 +162,6 @@ class CheckRun:
         """Call a target method; an exception it raises becomes a failure saying so."""
         try:
             return fn(*args, **kwargs)
-        except CheckInterrupted:
-            raise
         except Exception as error:
             raise CheckFailure(
                 f"{description} raised",

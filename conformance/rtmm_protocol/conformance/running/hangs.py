@@ -4,20 +4,19 @@ When a check runs out of time, the stack it was in says which of the target's en
 points hung (``gather_mm_embeddings``, ``get_mm_embeddings``, ``dummy_inputs_embeds``,
 or the factory itself). Later checks still build targets, but each built target has
 those methods replaced by one that raises :class:`TargetBlocked`; a check that calls
-one is reported *blocked*, naming the check that hung, and a check that never calls
-them runs as usual.
+one is reported *blocked*, naming the check that hung, however the check itself then
+ends (the guard remembers the call), and a check that never calls them runs as usual.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NoReturn
 
-from rtmm_protocol.conformance.causes import Frame, frame_kind, short_path, target_entry
-from rtmm_protocol.conformance.context import ConformanceContext
-from rtmm_protocol.conformance.targets import Factory
+from rtmm_protocol.conformance.driving.context import ConformanceContext, Factory
+from rtmm_protocol.conformance.reporting.causes import Frame, frame_kind, short_path, target_entry
 
 __all__ = ["ENTRY_METHODS", "Hang", "HangGuard", "TargetBlocked"]
 
@@ -25,9 +24,8 @@ __all__ = ["ENTRY_METHODS", "Hang", "HangGuard", "TargetBlocked"]
 ENTRY_METHODS = ("gather_mm_embeddings", "get_mm_embeddings", "dummy_inputs_embeds")
 
 
-class TargetBlocked(BaseException):  # a verdict, not an error
-    """Raised in place of a call into a target method that hung before (a
-    BaseException, so that the check's own ``except Exception`` does not judge it)."""
+class TargetBlocked(RuntimeError):  # noqa: N818  # a verdict, not an error
+    """Raised in place of a call into a target method that hung before in this run."""
 
 
 @dataclass(frozen=True)
@@ -78,18 +76,11 @@ class Hang:
 
 @dataclass
 class HangGuard:
-    """The hangs seen so far in a run, and whether the running check hit one."""
+    """The hangs seen earlier in a run, and whether the running check called into one."""
 
-    hangs: list[Hang] = field(default_factory=list)
+    hangs: Sequence[Hang] = ()
+    #: The hang whose entry point the running check called, if it did.
     hit: Hang | None = None
-
-    def start_check(self) -> None:
-        """Forget the previous check's blocked call."""
-        self.hit = None
-
-    def blocked_call(self) -> Hang | None:
-        """The hang whose entry point the running check called, if it did."""
-        return self.hit
 
     def guarded(self, factory: Factory) -> Factory:
         """``factory``, with the hung methods of every target it builds blocked."""

@@ -13,19 +13,13 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from rtmm_protocol.conformance.check_run import Built, CheckRun
-from rtmm_protocol.conformance.gather_call import make_batch
-from rtmm_protocol.conformance.instruments import EncoderCallLog
-from rtmm_protocol.conformance.outcomes import CheckFailure
-from rtmm_protocol.conformance.request_states import request_states_for
-from rtmm_protocol.conformance.strategies import GatherScenario
-from rtmm_protocol.conformance.timeout import CheckInterrupted
+from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
+from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
-from rtmm_protocol.testing.toy_models import (
-    ToyRealtimeModel,
-    ToyReplaceModel,
-    make_input_features,
-)
+from rtmm_protocol.testing.instruments import EncoderCallLog
+from rtmm_protocol.testing.request_states import request_states_for
+from rtmm_protocol.testing.scenario import GatherScenario
+from rtmm_protocol.testing.toy_models import ToyRealtimeModel, ToyReplaceModel, make_input_features
 
 __all__ = ["RealStep", "prepare_real_step"]
 
@@ -52,8 +46,6 @@ class RealStep:
             target = self.built.target
             states = request_states_for(self.batch)
             return target.get_mm_embeddings(self.scheduled, self.batch, states), None  # type: ignore[attr-defined]
-        except CheckInterrupted:
-            raise
         except Exception as error:
             return None, error
 
@@ -95,7 +87,7 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
     step = RealStep(
         built=built,
         scenario=scenario,
-        batch=make_batch(scenario, run.device),
+        batch=scenario.input_batch(run.device),
         model=model,
         encoder_log=built.parts.encoder_log,
     )

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from rtmm_protocol.conformance import trusted
 from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.feature import MultiModalFeature
+from rtmm_protocol.testing import comparisons
 
 __all__ = ["CacheSnapshot", "tensor_changes"]
 
@@ -61,7 +61,7 @@ class _Feature:
         if (self.is_embed is None) != (other.is_embed is None) or (
             self.is_embed is not None
             and other.is_embed is not None
-            and not trusted.equal(self.is_embed, other.is_embed)
+            and not comparisons.equal(self.is_embed, other.is_embed)
         ):
             found.append("is_embed")
         if self.num_embeds != other.num_embeds:
@@ -94,9 +94,11 @@ def tensor_changes(before: torch.Tensor, after: torch.Tensor) -> str | None:
     """A description of how two snapshots of one tensor differ, or ``None``."""
     if before.shape != after.shape or before.dtype != after.dtype:
         return f"shape/dtype {tuple(before.shape)}/{before.dtype} -> {tuple(after.shape)}/{after.dtype}"
-    if trusted.equal(before, after):
+    if comparisons.equal(before, after):
         return None
-    changed = trusted.nonzero(trusted.ne(before, after).reshape(before.shape[0], -1).any(dim=1))
+    changed = comparisons.nonzero(
+        comparisons.ne(before, after).reshape(before.shape[0], -1).any(dim=1)
+    )
     return f"rows {changed.flatten().tolist()[:6]} changed"
 
 

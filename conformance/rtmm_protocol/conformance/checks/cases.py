@@ -9,7 +9,7 @@ every request decodes.
 
 from __future__ import annotations
 
-from rtmm_protocol.conformance.strategies import FeatureSpec, GatherScenario, RequestSpec
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 
 __all__ = [
     "ALL_SKIPPED_CASES",

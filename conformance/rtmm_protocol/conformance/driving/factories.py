@@ -1,0 +1,148 @@
+"""Finding the object under test: ``MODULE:FACTORY`` specs, and telling which kind it is.
+
+A target is whatever ``FACTORY(ctx)`` returns: a ``ModelState`` (every clause applies)
+or a runner-level ``MMEmbeddingGatherer`` (the gather, error and signature clauses).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+# Imported for its side effect first: the comparison functions the verdicts use are
+# bound before a factory module (target code) is imported by load_factory.
+from rtmm_protocol.testing import comparisons  # noqa: F401  # isort: skip
+from rtmm_protocol.conformance.catalog import TargetKind
+from rtmm_protocol.conformance.driving.context import Factory
+
+__all__ = [
+    "FactorySpecError",
+    "detect_kind",
+    "factory_spec_of",
+    "load_factory",
+    "parse_factory_spec",
+]
+
+_SPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+class FactorySpecError(ValueError):
+    """A ``MODULE:FACTORY`` spec that is malformed or does not lead to a callable."""
+
+
+def parse_factory_spec(spec: str) -> tuple[str, str]:
+    """Split ``MODULE:FACTORY`` into its two parts, or raise :class:`FactorySpecError`."""
+    if not _SPEC.match(spec):
+        hint = ""
+        if "/" in spec or "\\" in spec or spec.endswith(".py") or spec in {".", ".."}:
+            hint = (
+                " It looks like a path: an option with an optional value takes the next "
+                "argument, so `pytest --conformance tests/` reads tests/ as the factory. "
+                "Write --conformance=MODULE:FACTORY; no path is needed, the suite runs on its "
+                "own (select checks with -k)."
+            )
+        raise FactorySpecError(
+            f"--conformance expects MODULE:FACTORY (for example acme.factory:make_state) "
+            f"or no value for the bundled reference, got {spec!r}.{hint}"
+        )
+    module, _, attr = spec.partition(":")
+    return module, attr
+
+
+def load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
+    """Import the factory a spec names.
+
+    The ``pytest`` console script does not put the invocation directory on
+    ``sys.path``; when the module is not importable as is, the directories in
+    ``search_dirs`` (the invocation directory, usually) are tried.
+    """
+    module_name, attr = parse_factory_spec(spec)
+    module = _import_module(module_name, search_dirs)
+    target: object = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise FactorySpecError(
+                f"module {module_name!r} has no attribute {attr!r} (from --conformance={spec})"
+                + _shadowing(module_name)
+            ) from None
+    if not callable(target):
+        raise FactorySpecError(f"{spec} is a {type(target).__name__}, not a callable FACTORY(ctx)")
+    return target
+
+
+def _missing(error: ModuleNotFoundError, name: str) -> bool:
+    """Whether ``error`` says ``name`` itself (or a package above it) is missing, rather
+    than one of the module's own imports."""
+    return error.name is not None and (name == error.name or name.startswith(error.name + "."))
+
+
+def _import_module(name: str, search_dirs: Sequence[Path]) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if not _missing(error, name):
+            raise  # the module exists but one of its own imports is missing
+        first_error = error
+    added = [str(d) for d in search_dirs if str(d) not in sys.path]
+    for directory in reversed(added):
+        sys.path.insert(0, directory)
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if not _missing(error, name):
+            raise
+        shadow = _shadowing(name)
+        if shadow:
+            raise FactorySpecError(
+                f"cannot import module {name!r} for --conformance{shadow}"
+            ) from first_error
+        looked = ", ".join(added) if added else "sys.path"
+        raise FactorySpecError(
+            f"cannot import module {name!r} for --conformance (looked in sys.path and "
+            f"{looked}); install the package that provides it or run pytest from the "
+            "directory that holds it"
+        ) from first_error
+
+
+def _shadowing(name: str) -> str:
+    """``: ...`` naming the folder that stands in for a package on ``name``'s path, if any.
+
+    A folder without ``__init__.py`` that has a package's name (a same-named folder in
+    the current directory, a checkout's top folder) is imported as an empty namespace
+    package when it comes first on ``sys.path``, and then hides the real package.
+    """
+    parts = name.split(".")
+    for depth in range(1, len(parts) + 1):
+        module = sys.modules.get(".".join(parts[:depth]))
+        if module is not None and getattr(module, "__file__", None) is None:
+            folders = ", ".join(getattr(module, "__path__", []))
+            return (
+                f": {'.'.join(parts[:depth])!r} was imported from the folder {folders}, "
+                "which has no __init__.py, as an empty namespace package that shadows the "
+                "package of that name you meant; rename that folder or run pytest from "
+                "another directory"
+            )
+    return ""
+
+
+def detect_kind(target: object) -> TargetKind | None:
+    """``model_state`` for a ModelState, ``gatherer`` for a runner, ``None`` for neither."""
+    if hasattr(target, "dummy_inputs_embeds") or hasattr(target, "get_mm_embeddings"):
+        return "model_state"
+    if callable(getattr(target, "gather_mm_embeddings", None)):
+        return "gatherer"
+    return None
+
+
+def factory_spec_of(factory: Factory) -> str:
+    """``MODULE:QUALNAME`` of a factory, for reproduction snippets."""
+    module = getattr(factory, "__module__", None) or "your_module"
+    name = getattr(factory, "__qualname__", None) or getattr(factory, "__name__", "factory")
+    return f"{module}:{name}"

@@ -1,0 +1,1 @@
+"""Running checks: in which process, with which time limit, after which prerequisites."""
