@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -73,7 +74,16 @@ class InterruptingTheRun(ReferenceModelState):
         return super().gather_mm_embeddings(input_batch, draft_lookahead)
 
 
+class Hanging(ReferenceModelState):
+    """Never returns from a gather (a Python loop)."""
+
+    def gather_mm_embeddings(self, input_batch, draft_lookahead=0):
+        while True:
+            pass
+
+
 make_copying = _as(Copying)
+make_hanging = _as(Hanging)
 make_clamping = _as(Clamping)
 make_crashing = _as(Crashing)
 make_interrupting = _as(InterruptingTheRun)
@@ -103,8 +113,12 @@ _COMMAND = [str(_PYTEST)] if _PYTEST.exists() else [sys.executable, "-m", "pytes
 
 
 def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The device is named: on a machine with a GPU the suite would otherwise default to it.
+    device = (
+        ["--conformance-device=cpu"] if any(a.startswith("--conformance") for a in args) else []
+    )
     return subprocess.run(
-        [*_COMMAND, "-p", "no:cacheprovider", *args],
+        [*_COMMAND, "-p", "no:cacheprovider", *device, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -327,3 +341,16 @@ def test_a_crashing_target_under_xdist_gives_one_complete_report(project: Path) 
     assert report["summary"]["failed_must"] == 2
     assert report["summary"]["passed"] >= 5
     assert report["summary"]["items"] == sum(len(c["modes"]) for c in report["checks"])
+
+
+def test_a_hanging_target_costs_one_time_limit(project: Path) -> None:
+    started = time.monotonic()
+    result = _pytest(
+        project, "--conformance=targets:make_hanging", "--conformance-timeout=5",
+        "--conformance-examples=0", "-rs", "-k", "G4-mask or D1-dummy-shape",
+    )  # fmt: skip
+    assert time.monotonic() - started < 20, result.stdout
+    assert result.returncode == 1, result.stdout
+    assert "did not finish within 5 s" in result.stdout
+    assert "blocked: the target hung in gather_mm_embeddings" in result.stdout
+    assert "1 failed (MUST)" in result.stdout
