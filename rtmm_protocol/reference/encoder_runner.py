@@ -11,8 +11,9 @@ from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.protocols import MultiModalModel
 from rtmm_protocol.realtime import supports_realtime
+from rtmm_protocol.reference.feature_table import FeatureTable
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
-from rtmm_protocol.reference.gather_planner import GatherPlanner
+from rtmm_protocol.reference.gather_planner import plan_gather
 from rtmm_protocol.reference.output_arena import EncoderOutputArena
 from rtmm_protocol.types import IntArray
 from rtmm_protocol.validation import (
@@ -38,13 +39,12 @@ def default_arena_rows(max_num_tokens: int) -> int:
 class EncoderRunner:
     """Encoder-runner level implementation of :class:`~rtmm_protocol.MMEmbeddingGatherer`.
 
-    Gathers are planned for the whole batch with array operations
-    (:meth:`plan_mm_gather`); the list form of SPEC G6 is that plan's pieces. The
-    outputs this runner encodes live in an :class:`EncoderOutputArena` of
-    ``arena_rows`` rows (default :func:`default_arena_rows`), and the cache holds the
-    arena's views of them; an output the engine assigns to the cache directly is copied
-    into the arena the first time a plan's :meth:`~MMGatherPlan.rows` needs it. Either
-    way the rows of a step are one ``index_select`` away.
+    A gather is planned for the whole batch with array operations (:meth:`plan_mm_gather`,
+    over a :class:`~rtmm_protocol.reference.feature_table.FeatureTable` kept in step
+    with the cache); the list form of SPEC G6 is that plan's pieces. Steps that read a
+    few rows from each of many outputs take their rows from copies in an
+    :class:`~rtmm_protocol.reference.output_arena.EncoderOutputArena` of ``arena_rows``
+    rows (default :func:`default_arena_rows`).
 
     ``validate`` switches on the full batch and feature checks of SPEC E1/E2 (``None``
     reads the ``RTMM_PROTOCOL_VALIDATE`` environment variable); they are off on the hot
@@ -73,16 +73,13 @@ class EncoderRunner:
         hidden_size = check_size("hidden_size", hidden_size)
         self.device = torch.device(device)
         check_device("device", self.device)
-        rows = default_arena_rows(max_num_tokens) if arena_rows is None else arena_rows
-        rows = check_size("arena_rows", rows)
-        check_buffer_size(
-            "max_num_tokens" if arena_rows is None else "arena_rows",
-            max_num_tokens if arena_rows is None else rows,
-            rows,
-            hidden_size,
-            dtype,
-            self.device,
+        rows = check_size(
+            "arena_rows", default_arena_rows(max_num_tokens) if arena_rows is None else arena_rows
         )
+        asked_by = (
+            ("max_num_tokens", max_num_tokens) if arena_rows is None else ("arena_rows", rows)
+        )
+        check_buffer_size(*asked_by, rows, hidden_size, dtype, self.device)
         self.model = model
         self.max_num_tokens = max_num_tokens
         self.hidden_size = hidden_size
@@ -90,18 +87,19 @@ class EncoderRunner:
         self.dtype = dtype
         self.validate = validation_enabled(validate)
         self.is_realtime = supports_realtime(model)
-        #: Where the encoder outputs' rows live for :meth:`MMGatherPlan.rows`.
+        #: Copies of the outputs that steps of short pieces read (see MMGatherPlan.rows).
         self.arena = EncoderOutputArena(rows, hidden_size, dtype=dtype, device=self.device)
-        self.planner = GatherPlanner(is_realtime=self.is_realtime, arena=self.arena)
+        #: The cache's features, as searchable arrays.
+        self.table = FeatureTable()
 
     # ------------------------------------------------------------------ encoder (R1)
 
     def execute_encoder(self, scheduled_encoder_inputs: Mapping[str, Sequence[int]]) -> int:
         """Encode the scheduled items that are not cached yet; return how many were encoded.
 
-        Items whose output is already cached, or whose ``data`` is ``None``, are skipped.
-        Each output is checked against its feature (rows and hidden size) and copied into
-        the arena; the cache receives the arena's view of those rows.
+        SPEC R1: items whose output is already cached, or whose ``data`` is ``None``, are
+        skipped. Each output is checked against its feature (rows and hidden size) and
+        cached in the runner's dtype and device, without autograd history.
         """
         cache = self.encoder_cache
         encoded = 0
@@ -122,7 +120,8 @@ class EncoderRunner:
                 )
             output = outputs[0]
             check_encoder_output(feature, output, self.hidden_size)
-            cache.encoder_outputs[feature.identifier] = self.arena.store(feature.identifier, output)
+            output = output.detach().to(device=self.device, dtype=self.dtype)
+            cache.encoder_outputs[feature.identifier] = output
             encoded += 1
         return encoded
 
@@ -185,29 +184,16 @@ class EncoderRunner:
         """Plan the gather of the scheduled tokens (SPEC G1-G9) without materializing it.
 
         Takes the arguments of :meth:`gather_mm_embeddings` and raises what it raises
-        (missing outputs, G7; malformed input, E1/E2 when validating).
+        (missing outputs, G7; malformed input, E1/E2).
         """
+        arrays = (num_scheduled_tokens, query_start_loc, prefill_lens, num_computed_tokens)
         if self.validate:
+            known = self.encoder_cache.mm_features
             batch = check_gather_args(
-                req_ids,
-                total_num_scheduled_tokens,
-                num_scheduled_tokens,
-                query_start_loc,
-                prefill_lens,
-                num_computed_tokens,
-                draft_lookahead,
-                known_req_ids=self.encoder_cache.mm_features,
+                req_ids, total_num_scheduled_tokens, *arrays, draft_lookahead, known
             )
         else:
-            batch = check_batch(
-                req_ids,
-                total_num_scheduled_tokens,
-                num_scheduled_tokens,
-                query_start_loc,
-                prefill_lens,
-                num_computed_tokens,
-                draft_lookahead,
-            )
+            batch = check_batch(req_ids, total_num_scheduled_tokens, *arrays, draft_lookahead)
         return self.plan_checked(req_ids, batch)
 
     def plan_checked(self, req_ids: list[str], batch: CheckedBatch) -> MMGatherPlan:
@@ -221,8 +207,8 @@ class EncoderRunner:
         if self.validate:  # SPEC E2: every list of the batch, whether the step reads it or not
             for req_id in req_ids:
                 check_feature_list(req_id, cache.mm_features.get(req_id, ()))
-        return self.planner.plan(
-            cache.mm_features, cache.encoder_outputs, req_ids, batch, validate=self.validate
+        return plan_gather(
+            self.table, self.arena, cache, req_ids, batch, is_realtime=self.is_realtime
         )
 
     def gather_mm_embeddings(
