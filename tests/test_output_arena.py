@@ -83,7 +83,7 @@ def test_room_is_made_from_copies_the_call_does_not_need() -> None:
     arena.locate(["old"], [old])
     new = _tensor(3, 2.0)
     assert torch.equal(_copy_of(arena, "new", new), new)  # the old copy gave way
-    with pytest.raises(ArenaFullError, match=r"'b'.* needs 3 contiguous rows and 1 rows are free"):
+    with pytest.raises(ArenaFullError, match=r"'b'.* needs 3 rows and 1 rows are free"):
         arena.locate(["a", "b"], [_tensor(3, 3.0), _tensor(3, 4.0)])
     assert torch.equal(_copy_of(arena, "c", _tensor(2, 5.0)), _tensor(2, 5.0))  # still usable
 

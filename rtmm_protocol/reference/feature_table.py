@@ -1,19 +1,15 @@
 """Every request's features in flat numpy arrays that one search serves for a whole batch.
 
-Each request owns a *lane*: a run of table entries, one per feature in list order (with
-spare entries after them for features still to come), and a range of ``LANE_WIDTH``
-coordinates starting at the lane's *origin*. An entry's ``lane_start`` and ``lane_end``
-are its placeholder's ``[offset, end)`` shifted by that origin. Lanes are laid out in
-origin order and every position lies below ``LANE_WIDTH``, so both columns are sorted
-over the whole table, and one ``np.searchsorted`` finds, for every request of a batch
-at once, the features its window overlaps.
+Each request owns a *lane*: a run of entries, one per feature in list order (then spare
+ones for features to come), and ``LANE_WIDTH`` coordinates from the lane's *origin*. An
+entry's ``lane_start``/``lane_end`` are its placeholder's ``[offset, end)`` plus that
+origin. Lanes are laid out in origin order, so both columns are sorted over the whole
+table and one ``np.searchsorted`` finds the features of every window of a batch.
 
-The encoder cache's ``mm_features`` stays the source of truth. On each step the table
-compares every batch request's list with what its lane mirrors (SPEC C1): the same list
-grown longer (a realtime stream appending) extends the lane; any other difference in
-the list object or its length rebuilds it. An item replaced in place keeps both, so
-:meth:`FeatureTable.changed` compares the items a step reads with the objects mirrored
-(SPEC C2).
+``mm_features`` stays the source of truth. Each step the table compares every batch
+request's list with what its lane mirrors (SPEC C1): the same list grown longer extends
+the lane, any other change of the list object or length rebuilds it. An item replaced in
+place keeps both: :meth:`FeatureTable.changed` checks the items a step reads (SPEC C2).
 """
 
 from __future__ import annotations
@@ -61,8 +57,7 @@ class _Lane:
 class BatchLanes(NamedTuple):
     """The lanes of one batch's requests, by batch index (see :meth:`FeatureTable.sync`).
 
-    A request without features has origin 0 and no entries: lane 0 is never given out,
-    and its one spare entry makes every search in it come back empty.
+    A request without features gets lane 0, never given out: one spare entry, no features.
     """
 
     lists: list[_Features]
@@ -74,26 +69,12 @@ class BatchLanes(NamedTuple):
 class FeatureTable:
     """Feature columns over every request's lane, kept in step with ``mm_features``.
 
-    Columns, by entry: ``lane_start``/``lane_end`` (the sort coordinates), ``offset``/``end``
-    (placeholder positions), ``num_embeds``, ``embed_base``, ``identifier``, ``modality``
-    and ``feature`` (the object mirrored, for identity checks). A feature with an
-    ``is_embed`` mask keeps its prefix counts in ``embed_rank`` from ``embed_base`` on:
-    ``embed_rank[embed_base + q]`` embed positions lie among placeholder indices ``[0, q)``,
-    so that is the output row of embed position ``q`` (SPEC G5), and ``embed_flag[embed_base
-    + q]`` says whether ``q`` embeds (G4); ``embed_base`` is ``-1`` without a mask.
+    By entry: ``lane_start``/``lane_end`` (sort coordinates), ``offset``/``end``,
+    ``num_embeds``, ``embed_base``, ``identifier``, ``modality`` and ``feature`` (the
+    object mirrored). With ``is_embed``, ``embed_rank[embed_base + q]`` counts the embed
+    positions before placeholder index ``q`` (its output row, SPEC G5) and
+    ``embed_flag[embed_base + q]`` says whether ``q`` embeds (G4); else ``embed_base`` is -1.
     """
-
-    lane_start: _I64
-    lane_end: _I64
-    offset: _I64
-    end: _I64
-    num_embeds: _I64
-    embed_base: _I64
-    identifier: _Objects
-    modality: _Objects
-    feature: _Objects
-    embed_rank: _I64
-    embed_flag: npt.NDArray[np.bool_]
 
     def __init__(self, capacity: int = 1024) -> None:
         """A table with room for ``capacity`` entries before it grows."""
@@ -103,6 +84,23 @@ class FeatureTable:
         self._batch_ids: list[str] | None = None
         self._batch = BatchLanes([], *([np.zeros(0, np.int64)] * 3))
         self._batch_counts: list[int] = []
+
+    def _allocate(self, size: int) -> None:
+        self.lane_start = np.full(size, _PAST_END, dtype=np.int64)
+        self.lane_end = np.full(size, _PAST_END, dtype=np.int64)
+        self.offset = np.zeros(size, dtype=np.int64)
+        self.end = np.zeros(size, dtype=np.int64)
+        self.num_embeds = np.zeros(size, dtype=np.int64)
+        self.embed_base = np.full(size, -1, dtype=np.int64)
+        self.identifier = np.full(size, None, dtype=object)
+        self.modality = np.full(size, None, dtype=object)
+        self.feature = np.full(size, None, dtype=object)
+        self.embed_rank = np.zeros(1024, dtype=np.int64)
+        self.embed_flag = np.zeros(1024, dtype=np.bool_)
+        self._embed_used = 0
+        # Entry 0 is lane 0's one spare entry, where requests without features search.
+        self.lane_start[0] = self.lane_end[0] = _SPARE
+        self._used = self._live = self._next_lane = 1
 
     @property
     def has_masks(self) -> bool:
@@ -139,12 +137,8 @@ class FeatureTable:
             self._batch_ids = None
 
     def changed(self, lanes: BatchLanes, owners: _I64, entries: _I64) -> list[int]:
-        """Those of ``owners`` (batch indices) whose list item at ``entries`` changed (SPEC C2).
-
-        ``entries[k]`` lies in the lane of request ``owners[k]``. An item has changed when
-        it is not the object mirrored there: replaced in place, which keeps the list's
-        identity and length.
-        """
+        """Those of ``owners`` (batch indices) whose list item at ``entries`` (in their
+        lanes) is not the object mirrored there: replaced in place (SPEC C2)."""
         lists = list(map(lanes.lists.__getitem__, owners.tolist()))
         indices = (entries - lanes.first[owners]).tolist()
         mirrored = self.feature[entries].tolist()
@@ -178,17 +172,18 @@ class FeatureTable:
                 or features[lane.count - 1] is self.feature[lane.first + lane.count - 1]
             )
         ):
-            # C1: features appended to the list mirrored; only the new ones are written.
+            # C1: features appended to the list mirrored; only the new ones are written
+            # (a lane out of room is rebuilt with twice the room: amortized constant time).
             check_feature_list(req_id, features[max(lane.count - 1, 0) :])  # E2
-            if len(features) > lane.capacity:
-                lane = self._move(req_id, lane, 2 * len(features))
-            self._write(lane, features[lane.count :])
-            return
+            if len(features) <= lane.capacity:
+                self._write(lane, features[lane.count :])
+                return
+        room = 2 * len(features) if lane is not None and lane.features is features else 0
         self.forget(req_id)
         if len(features):
             check_feature_list(req_id, features)  # E2
-            lane = self._new_lane(req_id, features, len(features) + max(4, len(features) // 4))
-            self._write(lane, features)
+            room = max(room, len(features) + max(4, len(features) // 4))
+            self._write(self._new_lane(req_id, features, room), features)
 
     def _new_lane(self, req_id: str, features: _Features, capacity: int) -> _Lane:
         if self._next_lane > _MAX_LANES or self._used + capacity + 1 > self.lane_start.shape[0]:
@@ -202,14 +197,6 @@ class FeatureTable:
         self._lanes[req_id] = lane
         self._batch_ids = None
         return lane
-
-    def _move(self, req_id: str, lane: _Lane, capacity: int) -> _Lane:
-        """Give ``lane`` a new run of ``capacity`` entries at the end, keeping its entries."""
-        entries = {n: c[lane.first : lane.first + lane.count].copy() for n, c in self._columns()}
-        self.forget(req_id)
-        moved = self._new_lane(req_id, lane.features, capacity)
-        self._copy_entries(entries, self.embed_rank, 0, moved, lane.count)
-        return moved
 
     def _write(self, lane: _Lane, features: _Features) -> None:
         """Mirror ``features`` in the entries after the lane's last one."""
@@ -249,23 +236,6 @@ class FeatureTable:
 
     # ------------------------------------------------------------------ columns
 
-    def _allocate(self, size: int) -> None:
-        self.lane_start = np.full(size, _PAST_END, dtype=np.int64)
-        self.lane_end = np.full(size, _PAST_END, dtype=np.int64)
-        self.offset = np.zeros(size, dtype=np.int64)
-        self.end = np.zeros(size, dtype=np.int64)
-        self.num_embeds = np.zeros(size, dtype=np.int64)
-        self.embed_base = np.full(size, -1, dtype=np.int64)
-        self.identifier = np.full(size, None, dtype=object)
-        self.modality = np.full(size, None, dtype=object)
-        self.feature = np.full(size, None, dtype=object)
-        self.embed_rank = np.zeros(1024, dtype=np.int64)
-        self.embed_flag = np.zeros(1024, dtype=np.bool_)
-        self._embed_used = 0
-        # Entry 0 is lane 0's one spare entry, where requests without features search.
-        self.lane_start[0] = self.lane_end[0] = _SPARE
-        self._used = self._live = self._next_lane = 1
-
     def _columns(self) -> list[tuple[str, npt.NDArray[np.generic]]]:
         names = ("offset", "end", "num_embeds", "embed_base", "identifier", "modality", "feature")
         return [(name, getattr(self, name)) for name in names]
@@ -278,11 +248,8 @@ class FeatureTable:
         lane: _Lane,
         count: int,
     ) -> None:
-        """Fill the start of ``lane`` with ``count`` entries of ``columns`` from ``first`` on.
-
-        ``embed_rank`` is where those entries' ``embed_base`` point; their ranks are
-        stored anew here.
-        """
+        """Fill ``lane`` with ``count`` entries of ``columns`` from ``first`` on; their
+        ``embed_base`` point into ``embed_rank``, and their ranks are stored anew."""
         old, new = slice(first, first + count), slice(lane.first, lane.first + count)
         for name, column in columns.items():
             getattr(self, name)[new] = column[old]

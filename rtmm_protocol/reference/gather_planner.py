@@ -2,19 +2,18 @@
 
 :func:`plan_gather` picks the requests that gather, and one search over the
 :class:`~rtmm_protocol.reference.feature_table.FeatureTable` finds the features each
-window overlaps: its (request, feature) *pairs*. A pair whose window holds an embed
-position is a *piece* of the plan. Array calls cost about a microsecond whatever their
-length, so a step of few pairs is planned pair by pair in plain Python
-(:func:`_plan_one_by_one`), and a larger one with whole-array operations that run no
-Python per request (:func:`_plan_at_once`). Both compute the same plan.
+window overlaps: its (request, feature) *pairs*; a pair whose window holds an embed
+position is a *piece*. Array calls cost about a microsecond whatever their length, so
+a step of few pairs is planned pair by pair in Python (:func:`_plan_one_by_one`), a
+larger one by whole-array operations (:func:`_plan_at_once`). Both give the same plan.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -60,12 +59,11 @@ def plan_gather(
     *,
     is_realtime: bool,
 ) -> MMGatherPlan:
-    """Plan the gather of SPEC G1-G9 for ``batch``, which ``check_batch`` returned for ``req_ids``.
+    """Plan the gather of SPEC G1-G9 for ``batch``, as ``check_batch`` returned it.
 
     Changes nothing in the cache (G8) nor in the batch's arrays (G9). Raises
-    :class:`~rtmm_protocol.EncoderOutputMissingError` for a missing output the scheduled
-    tokens need (G7), ``ValueError`` naming the identifier for a feature or output no
-    gather can use (E2).
+    :class:`~rtmm_protocol.EncoderOutputMissingError` (G7), or ``ValueError`` naming the
+    identifier of a feature or output no gather can use (E2).
     """
     scheduled = batch.num_scheduled_tokens
     if is_realtime and batch.min_scheduled > 0:  # G3: a realtime model: every request
@@ -80,8 +78,7 @@ def plan_gather(
     ends = starts + scheduled[requests]
     lanes = table.sync(cache.mm_features, req_ids)
     origin = lanes.origin[requests]
-    # The features that end after s and start before e: entries [first, last) of the
-    # request's lane, found by one search per column for the whole batch.
+    # The features ending after s and starting before e: entries [first, last) of the lane.
     first = table.lane_end.searchsorted(origin + starts, side="right")
     last = table.lane_start.searchsorted(origin + ends, side="left")
     windows = _Windows(requests, starts, ends, first, last)
@@ -110,16 +107,15 @@ def _plan_one_by_one(
     outputs: list[torch.Tensor] = []
     row_start: list[int] = []
     row_end: list[int] = []
-    stale: list[int] = []
+    stale: list[int] = []  # requests with items replaced in place (C2)
     query_start_loc, computed = batch.query_start_loc.tolist(), batch.num_computed_tokens.tolist()
     lane_first: list[int] = lanes.first.tolist()
     columns: list[list[int]] = [column.tolist() for column in windows]
     for i, s, e, f, last in zip(*columns, strict=True):
         listed, base = lanes.lists[i], lane_first[i]
-        # C2, as in _plan_at_once: the items overlapped, and the neighbours reached, must
-        # be the objects mirrored.
-        low = max(f - 1 if f == last or _placeholder(mirrored, f).offset > s else f, base)
-        high = last if f == last or _placeholder(mirrored, last - 1).end < e else last - 1
+        # C2, as in _plan_at_once: the items overlapped and the neighbours reached.
+        low = max(f - 1 if f == last or _position(mirrored[f]).offset > s else f, base)
+        high = last if f == last or _position(mirrored[last - 1]).end < e else last - 1
         read = listed[low - base : high + 1 - base]
         if not all(map(operator.is_, read, mirrored[low : low + len(read)])):
             stale.append(i)
@@ -159,9 +155,8 @@ def _plan_one_by_one(
     return MMGatherPlan(mask, np.flatnonzero(mask), pieces, arena)
 
 
-def _placeholder(mirrored: npt.NDArray[np.object_], entry: int) -> PlaceholderRange:
-    feature: MultiModalFeature = mirrored[entry]
-    return feature.mm_position
+# The placeholder of a mirrored feature (an object-array cell, untyped).
+_position: Callable[[Any], PlaceholderRange] = operator.attrgetter("mm_position")
 
 
 class _Pairs(NamedTuple):
@@ -297,11 +292,8 @@ def _check_outputs(
     features: Sequence[MultiModalFeature] | npt.NDArray[np.object_],
     arena: EncoderOutputArena,
 ) -> None:
-    """E2, E3: each output read is a ``(num_embeds, hidden_size)`` tensor on the device.
-
-    A short one would otherwise be sliced short, silently. Checked with C-level ``map``
-    calls; raises ``ValueError`` naming the identifier of the first that is not.
-    """
+    """E2, E3: each output read is a ``(num_embeds, hidden_size)`` tensor on the device
+    (a short one would be sliced short, silently); else ``ValueError`` naming it."""
     hidden_size, device = arena.hidden_size, arena.storage.device
     if (
         all(map(isinstance, outputs, itertools.repeat(torch.Tensor)))

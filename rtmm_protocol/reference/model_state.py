@@ -27,28 +27,18 @@ class ReferenceModelState:
     """Prepares ``inputs_embeds`` for each step of a multimodal (or realtime) model.
 
     The buffer of ``max_num_tokens`` rows is allocated once, here. Dummy runs hand out
-    views of it without touching the encoder or the cache, and the real path writes the
-    merged embeddings into the same storage, so a CUDA graph captured on a dummy run
-    reads the real embeddings when replayed.
+    views of it, and the real path writes the merged embeddings into the same storage,
+    so a CUDA graph captured on a dummy run reads the real embeddings when replayed. A
+    real step encodes what is scheduled, plans the gather, collects the rows into a
+    second buffer kept for the purpose and hands them to the model packed as one tensor.
+    On CUDA the plan's mask and row index are copied to the device each step (not run by
+    the project's CPU-only checks). A model without ``embed_multimodal`` makes a
+    text-only state: no buffer, and both methods return ``None``.
 
-    A real step encodes what is scheduled, plans the gather, collects the rows into a
-    second buffer of ``max_num_tokens`` rows kept for the purpose, and hands them to the
-    model packed as one tensor (SPEC R2). On CUDA the host-built mask and row index are
-    copied to the device each step (small, blocking copies; this path is not run by the
-    project's CPU-only checks).
-
-    A model without ``embed_multimodal`` makes a text-only state: no buffer,
-    ``dummy_inputs_embeds`` and ``get_mm_embeddings`` return ``None``.
-
-    Bad input gets a ``ValueError`` naming the field and the value (SPEC E1-E3); every
-    call checks its batch (:func:`~rtmm_protocol.validation.check_input_batch`) before
-    it encodes or writes anything, and a call that raises leaves the state usable: the
-    next valid call returns what a fresh state would.
-
-    Threads: use one state per thread (a call writes the persistent buffer, the staging
-    buffers and the runner's arena without locks). Several states may share one cache
-    as long as none changes it while another reads it; the real path caches the outputs
-    it encodes, so those calls must not overlap with other users of the cache.
+    Bad input gets a ``ValueError`` naming the field and the value (SPEC E1-E3), checked
+    before anything is encoded or written; a call that raises leaves the state usable.
+    Threads: use one state per thread. Several may share one cache while none changes
+    it; the real path caches what it encodes, so it must not overlap other users.
     """
 
     def __init__(
@@ -69,13 +59,9 @@ class ReferenceModelState:
         check_device("device", self.device)
         self.supports_mm_inputs = callable(getattr(model, "embed_multimodal", None))
         if self.supports_mm_inputs:  # the persistent buffer and the rows buffer
+            rows = 2 * max_num_tokens
             check_buffer_size(
-                "max_num_tokens",
-                max_num_tokens,
-                2 * max_num_tokens,
-                hidden_size,
-                dtype,
-                self.device,
+                "max_num_tokens", max_num_tokens, rows, hidden_size, dtype, self.device
             )
         self.model = model
         self.encoder_cache = encoder_cache
@@ -96,12 +82,11 @@ class ReferenceModelState:
         )
         #: D2: the one buffer every dummy run and real step hands out (None: text only).
         self.inputs_embeds: torch.Tensor | None = None
-        self._rows: torch.Tensor | None = None
+        self._rows: torch.Tensor | None = None  # where a real step's rows are gathered
         if self.supports_mm_inputs:
-            self.inputs_embeds = torch.zeros(
-                max_num_tokens, hidden_size, dtype=dtype, device=self.device
-            )
-            self._rows = torch.zeros(max_num_tokens, hidden_size, dtype=dtype, device=self.device)
+            shape = (max_num_tokens, hidden_size)
+            self.inputs_embeds = torch.zeros(shape, dtype=dtype, device=self.device)
+            self._rows = torch.zeros(shape, dtype=dtype, device=self.device)
 
     @property
     def validate(self) -> bool:
@@ -118,16 +103,17 @@ class ReferenceModelState:
         ``num_tokens`` may be any integer (a numpy one too) in ``[0, max_num_tokens]``.
         """
         n = require_int("num_tokens", num_tokens)
-        if not 0 <= n <= self.max_num_tokens:
+        if not 0 <= n <= self.max_num_tokens:  # D5: never a short slice
             raise ValueError(f"num_tokens={n} is outside [0, max_num_tokens={self.max_num_tokens}]")
-        if self.inputs_embeds is None:
+        if self.inputs_embeds is None:  # D1: a text-only state
             return None
+        # D1, D2: rows [0, n) of the one buffer. D3, D4: no encoder, no cache, no allocation.
         return self.inputs_embeds[:n]
 
     def gather_mm_embeddings(
         self, input_batch: InputBatch, draft_lookahead: int = 0
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """The runner-level gather over the batch's fields (G10)."""
+        """G10: the runner-level gather over the batch's fields."""
         batch = check_input_batch(
             input_batch,
             draft_lookahead,
@@ -165,7 +151,7 @@ class ReferenceModelState:
         plan = self.encoder_runner.plan_checked(input_batch.req_ids, batch)
         assert self._rows is not None  # allocated with the buffer
         # R2: the rows packed as one tensor, in slot order (a merge that concatenates the
-        # pieces gets the same values).
+        # pieces gets the same values). R3: realtime decode gathers like any step (G3).
         rows = plan.rows(out=self._rows[: plan.num_rows])
         mask = plan.is_mm_embed.to(self.device)
         merged = self.model.embed_input_ids(
