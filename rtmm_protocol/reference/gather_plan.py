@@ -95,12 +95,15 @@ class MMGatherPlan:
         # fills rows [before_k, before_k + count_k) of the result with rows row_start_k, ...
         # of its output, which its copy holds from arena row start_k + row_start_k on.
         _check_disjoint(out, [storage])
-        starts = arena.locate(pieces.identifiers, pieces.outputs)
-        counts = pieces.row_end - pieces.row_start
-        before = np.cumsum(counts) - counts
-        index = np.repeat(starts + pieces.row_start - before, counts)
-        index += np.arange(self.num_rows, dtype=np.int64)
-        return torch.index_select(storage, 0, torch.from_numpy(index).to(storage.device), out=out)
+        index = arena.locate(pieces.identifiers, pieces.outputs) + pieces.row_start
+        if self.num_rows > len(pieces.outputs):  # pieces of several rows: expand them
+            counts = pieces.row_end - pieces.row_start
+            index = np.repeat(index - (np.cumsum(counts) - counts), counts)
+            index += np.arange(self.num_rows, dtype=np.int64)
+        positions = torch.from_numpy(index)
+        if not storage.is_cpu:
+            positions = positions.to(storage.device)
+        return torch.index_select(storage, 0, positions, out=out)
 
     def _views(self) -> list[torch.Tensor]:
         pieces = self._pieces
