@@ -346,9 +346,10 @@ def _warm(world: FuzzWorld) -> None:
     """Make the valid call on the runner, the plan's rows and the real path, so that the
     objects hold whatever they keep of the cache's outputs (copies, for one)."""
     valid = StepInputs.valid(world, int_dtype=np.int64, dummy_tokens=0)
-    for target in ("runner", "plan", "real"):
+    targets: tuple[Target, ...] = ("runner", "plan", "real")
+    for target in targets:
         with contextlib.suppress(ValueError, RuntimeError):  # a miss (G7) is fine here
-            run_target(target, world, valid)  # type: ignore[arg-type]
+            run_target(target, world, valid)
 
 
 @st.composite

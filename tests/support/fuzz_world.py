@@ -178,7 +178,10 @@ class StepInputs:
                 r.req_id: list(range(len(r.features))) for r in scenario.requests
             },
             dummy_tokens=dummy_tokens,
-            **arrays,
+            num_scheduled_tokens=arrays["num_scheduled_tokens"],
+            query_start_loc=arrays["query_start_loc"],
+            prefill_lens=arrays["prefill_lens"],
+            num_computed_tokens=arrays["num_computed_tokens"],
         )
 
     def gather_args(self) -> tuple[Any, ...]:
