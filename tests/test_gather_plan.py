@@ -337,7 +337,7 @@ def test_rows_into_a_given_buffer() -> None:
     assert plan.rows(out=out) is out
     assert torch.equal(out, torch.cat(plan.pieces()))
     wanted = r"out must be a contiguous torch.float32 tensor of shape \(3, 4\) on cpu, got "
-    with pytest.raises(ValueError, match=wanted + r"shape \(2, 4\)"):
+    with pytest.raises(ValueError, match=wanted + r"a torch.float32 tensor of shape \(2, 4\)"):
         plan.rows(out=torch.empty(2, 4))
 
 

@@ -85,8 +85,6 @@ class EncoderRunner:
         #: The cache's features, as searchable arrays.
         self.table = FeatureTable()
 
-    # ------------------------------------------------------------------ encoder (R1)
-
     def execute_encoder(self, scheduled_encoder_inputs: Mapping[str, Sequence[int]]) -> int:
         """Encode the scheduled items that are not cached yet; return how many were encoded.
 
@@ -117,8 +115,6 @@ class EncoderRunner:
             cache.encoder_outputs[feature.identifier] = output
             encoded += 1
         return encoded
-
-    # ------------------------------------------------------------------ gather (G1-G10)
 
     def plan_mm_gather(
         self,

@@ -148,8 +148,6 @@ class FeatureTable:
         pairs = zip(owners.tolist(), items, mirrored, strict=True)
         return sorted({k for k, item, seen in pairs if item is not seen})
 
-    # ------------------------------------------------------------------ lanes
-
     def _load_batch(self, req_ids: list[str]) -> None:
         lanes = [self._lanes.get(r) for r in req_ids]
         self._batch_ids = list(req_ids)
@@ -233,8 +231,6 @@ class FeatureTable:
         self.embed_flag[base : end - 1] = ranks[1:] > ranks[:-1]
         self._embed_used = end
         return base
-
-    # ------------------------------------------------------------------ columns
 
     def _columns(self) -> list[tuple[str, npt.NDArray[np.generic]]]:
         names = ("offset", "end", "num_embeds", "embed_base", "identifier", "modality", "feature")

@@ -117,14 +117,21 @@ def _slice_rows(output: torch.Tensor, start: int, end: int) -> torch.Tensor:
 
 def _check_out(out: object, shape: tuple[int, int], storage: torch.Tensor) -> None:
     """Refuse an ``out`` that cannot receive the rows, by a ``ValueError`` naming it."""
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if isinstance(out, torch.Tensor):
+        if (
+            out.dtype is storage.dtype
+            and out.shape == shape
+            and out.is_contiguous()
+            and out.is_cpu == storage.is_cpu  # a meta tensor is not on the CPU
+            and out.get_device() == storage.get_device()  # -1 on the CPU
+        ):
+            return
+        layout = "" if out.is_contiguous() else "non-contiguous "
+        seen = f"a {layout}{out.dtype} tensor of shape {tuple(out.shape)} on {out.device}"
+    else:
+        seen = f"a {type(out).__name__}"
     wanted = f"a contiguous {storage.dtype} tensor of shape {shape} on {storage.device}"
-    if tuple(out.shape) != shape or not out.is_contiguous():
-        contiguous = "" if out.is_contiguous() else " (not contiguous)"
-        raise ValueError(f"out must be {wanted}, got shape {tuple(out.shape)}{contiguous}")
-    if out.dtype != storage.dtype or out.device != storage.device:
-        raise ValueError(f"out must be {wanted}, got a {out.dtype} tensor on {out.device}")
+    raise ValueError(f"out must be {wanted}, got {seen}")
 
 
 def _check_disjoint(out: torch.Tensor, read: list[torch.Tensor]) -> None:

@@ -41,8 +41,7 @@ _IS_CPU = operator.attrgetter("is_cpu")
 
 
 class _Windows(NamedTuple):
-    """The gathering requests (batch indices), their windows ``[start, end)`` and the
-    entries ``[first, last)`` of the features each window overlaps."""
+    """Gathering requests (batch indices), windows, and the entries of their features."""
 
     request: _I64
     start: _I64
@@ -107,9 +106,7 @@ def _plan_one_by_one(
     mirrored, cached, flags = table.feature, cache.encoder_outputs, table.embed_flag
     features: list[MultiModalFeature] = []
     outputs: list[torch.Tensor] = []
-    row_start: list[int] = []
-    row_end: list[int] = []
-    stale: list[int] = []  # requests with items replaced in place (C2)
+    row_start, row_end, stale = list[int](), list[int](), list[int]()  # stale: C2
     query_start_loc, computed = batch.query_start_loc.tolist(), batch.num_computed_tokens.tolist()
     lane_first: list[int] = lanes.first.tolist()
     columns: list[list[int]] = [column.tolist() for column in windows]
@@ -256,9 +253,6 @@ def _plan_at_once(
 
 def _expand(first: _I64, counts: _I64) -> tuple[_I64, _I64]:
     """Ranges ``[first[k], first[k] + counts[k])`` as flat ``(k, entry)`` arrays, in order."""
-    if counts.shape[0] == 0 or int(counts.max()) <= 1:  # at most one each (decode)
-        owner = np.flatnonzero(counts > 0)
-        return owner, first[owner]
     counts = np.maximum(counts, 0)
     owner = np.repeat(np.arange(counts.shape[0]), counts)
     entry = np.arange(owner.shape[0], dtype=np.int64)

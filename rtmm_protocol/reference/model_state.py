@@ -26,19 +26,15 @@ __all__ = ["ReferenceModelState"]
 class ReferenceModelState:
     """Prepares ``inputs_embeds`` for each step of a multimodal (or realtime) model.
 
-    The buffer of ``max_num_tokens`` rows is allocated once, here. Dummy runs hand out
-    views of it, and the real path writes the merged embeddings into the same storage,
-    so a CUDA graph captured on a dummy run reads the real embeddings when replayed. A
-    real step encodes what is scheduled, plans the gather, collects the rows into a
-    second buffer kept for the purpose and hands them to the model packed as one tensor.
-    On CUDA the plan's mask and row index are copied to the device each step (not run by
-    the project's CPU-only checks). A model without ``embed_multimodal`` makes a
-    text-only state: no buffer, and both methods return ``None``.
-
-    Bad input gets a ``ValueError`` naming the field and the value (SPEC E1-E3), checked
-    before anything is encoded or written; a call that raises leaves the state usable.
-    Threads: use one state per thread. Several may share one cache while none changes
-    it; the real path caches what it encodes, so it must not overlap other users.
+    One buffer of ``max_num_tokens`` rows is allocated here. Dummy runs hand out views of
+    it and the real path writes the merged embeddings into it, so a CUDA graph captured
+    on a dummy run reads the real embeddings when replayed. A real step encodes what is
+    scheduled, plans the gather, collects the rows into a second buffer and hands them
+    to the model packed as one tensor (on CUDA, mask and row index are copied to the
+    device each step; not run by the CPU-only checks). Without ``embed_multimodal`` the
+    state is text-only: no buffer, and both methods return ``None``. Bad input gets a
+    ``ValueError`` naming the field (SPEC E1-E3) before anything is encoded or written.
+    Threads: one state per thread; several may share a cache none of them changes.
     """
 
     def __init__(

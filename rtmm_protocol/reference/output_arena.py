@@ -58,8 +58,7 @@ class EncoderOutputArena:
     ) -> None:
         if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
             raise ValueError(f"arena_rows must be a positive int, got {rows!r}")
-        self.capacity = rows
-        self.hidden_size = hidden_size
+        self.capacity, self.hidden_size = rows, hidden_size
         self.storage = torch.zeros(rows, hidden_size, dtype=dtype, device=device)
         self._copies: dict[str, _Copy] = {}  # by the identifier the output is cached under
         self._end = 0  # copies are laid out before this row
