@@ -72,8 +72,8 @@ class FeatureTable:
     By entry: ``lane_start``/``lane_end`` (sort coordinates), ``offset``/``end``,
     ``num_embeds``, ``embed_base``, ``identifier``, ``modality`` and ``feature`` (the
     object mirrored). With ``is_embed``, ``embed_rank[embed_base + q]`` counts the embed
-    positions before placeholder index ``q`` (its output row, SPEC G5) and
-    ``embed_flag[embed_base + q]`` says whether ``q`` embeds (G4); else ``embed_base`` is -1.
+    positions before placeholder index ``q`` (the output row of ``q``) and
+    ``embed_flag[embed_base + q]`` says whether ``q`` embeds; else ``embed_base`` is -1.
     """
 
     def __init__(self, capacity: int = 1024) -> None:
