@@ -1,0 +1,73 @@
+"""``load_target("MODULE:CLASS")``: what the suite needs to check a vLLM class.
+
+The suite calls :func:`load_target` for ``--conformance=vllm:MODULE:CLASS`` (and for
+``check_model_state("vllm:MODULE:CLASS")``) and gets a :class:`VllmTarget`: the factory
+building the class, the factory building the vLLM class it derives from (so that a
+failure the user's class merely inherits can be told from one of its own), a label for
+reports and the vLLM version for the report's environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rtmm_protocol.adapters.vllm.availability import import_vllm
+from rtmm_protocol.adapters.vllm.class_kind import (
+    ENCODER_RUNNER_CLASS,
+    MODEL_STATE_CLASS,
+    classify,
+)
+from rtmm_protocol.adapters.vllm.class_spec import ClassSpec, parse_class_spec
+from rtmm_protocol.adapters.vllm.factories import VllmFactory
+
+__all__ = ["VllmTarget", "load_target"]
+
+
+@dataclass(frozen=True)
+class VllmTarget:
+    """A vLLM class ready to be checked.
+
+    ``factory`` builds the class (``FACTORY(ctx) -> target``); ``baseline`` builds the
+    nearest class vLLM itself defines among the class's bases the same way, or is
+    ``None`` when the class *is* vLLM's own; ``label`` names both for reports;
+    ``environment`` holds extra report fields (the vLLM version at least). Both factories
+    can be pickled by reference.
+    """
+
+    factory: VllmFactory
+    baseline: VllmFactory | None
+    label: str
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+def load_target(spec: str) -> VllmTarget:
+    """The target for ``spec`` (``MODULE:CLASS``, without the ``vllm:`` prefix).
+
+    Raises :class:`~rtmm_protocol.adapters.vllm.class_spec.VllmSpecError` (a
+    ``ValueError``) for a spec that is not ``MODULE:CLASS`` or names no ModelState or
+    EncoderRunner subclass, and
+    :class:`~rtmm_protocol.adapters.vllm.availability.VllmUnavailableError` (an
+    ``ImportError``) when vLLM is missing or not a supported release.
+    """
+    class_spec = parse_class_spec(spec)
+    vllm = import_vllm()
+    # vLLM's own classes first, quietly: the user's module then imports them at no cost.
+    for where in (MODEL_STATE_CLASS, ENCODER_RUNNER_CLASS):
+        import_vllm(where.partition(":")[0])
+    cls = class_spec.import_class()
+    kind = classify(cls, str(class_spec))
+    version = str(vllm.__version__)
+    base = kind.vllm_base
+    baseline: VllmFactory | None = None
+    if kind.is_vllm_own:
+        label = f"{class_spec} (vLLM {version})"
+    else:
+        base_spec = ClassSpec(base.__module__, base.__qualname__)
+        baseline = VllmFactory(base_spec, kind.level)
+        label = f"{class_spec} (subclass of vLLM {version} {base.__qualname__})"
+    return VllmTarget(
+        factory=VllmFactory(class_spec, kind.level),
+        baseline=baseline,
+        label=label,
+        environment={"vllm": version},
+    )
