@@ -23,9 +23,9 @@ __all__ = ["ToyModelConfig", "vllm_config_for"]
 class ToyModelConfig:
     """A toy model's answers to the ``ModelConfig`` questions of vLLM's model states.
 
-    Eager only (no CUDA graphs of the encoder), no M-RoPE, no prompt embeddings, no
-    multimodal pruning and no prefix-LM attention: the plain multimodal path the contract
-    describes.
+    Eager only (no CUDA graphs of the encoder), no multi-dimensional RoPE, no prompt
+    embeddings, no multimodal pruning and no prefix-LM attention: the plain multimodal
+    path the contract describes. Each supported vLLM release reads a subset of these.
     """
 
     hidden_size: int
@@ -34,6 +34,7 @@ class ToyModelConfig:
     enforce_eager: bool = True
     enable_prompt_embeds: bool = False
     uses_mrope: bool = False
+    uses_xdrope_dim: int = 0  # read by vLLM 0.28 to 0.30 (a second kind of multi-dimensional RoPE)
     is_mm_prefix_lm: bool = False
     multimodal_config: None = None
 
