@@ -7,7 +7,7 @@ file: timings differ, and so do the machine's paths (a site-packages folder, a c
 and the cause keys hashed from them. :func:`verdicts` keeps what a report *says* and
 drops the rest:
 
-* the target, its kind, the settings that decide the draws (seed, examples, protocol
+* the target, the class it derives from (its baseline), its kind, the settings that decide the draws (seed, examples, protocol
   version, dtype, device) and the notes;
 * per check and mode: the outcome, the reason, the title of its cause and, for a
   subclass of an engine's class, whether a failure is its own or inherited;
@@ -94,6 +94,7 @@ def verdicts(report: Mapping[str, Any]) -> dict[str, Any]:
     ]
     return {
         "target": report.get("target"),
+        "baseline": report.get("baseline"),
         "kind": report.get("kind"),
         "settings": {key: settings.get(key) for key in _SETTINGS},
         "vllm": report.get("environment", {}).get("vllm"),
@@ -108,7 +109,7 @@ def differences(committed: Mapping[str, Any], fresh: Mapping[str, Any]) -> list[
     old, new = verdicts(committed), verdicts(fresh)
     lines = [
         f"{key}: {old[key]!r} -> {new[key]!r}"
-        for key in ("target", "kind", "settings", "vllm", "notes")
+        for key in ("target", "baseline", "kind", "settings", "vllm", "notes")
         if old[key] != new[key]
     ]
     for check_id in sorted(set(old["checks"]) | set(new["checks"])):

@@ -29,14 +29,17 @@ class VllmTarget:
 
     ``factory`` builds the class (``FACTORY(ctx) -> target``); ``baseline`` builds the
     nearest class vLLM itself defines among the class's bases the same way, or is
-    ``None`` when the class *is* vLLM's own; ``label`` names both for reports;
-    ``environment`` holds extra report fields (the vLLM version at least). Both factories
-    can be pickled by reference.
+    ``None`` when the class *is* vLLM's own; ``label`` names the class and what it
+    derives from for reports; ``baseline_label`` is the spec that checks the baseline on
+    its own (``vllm:MODULE:CLASS``, empty without a baseline); ``environment`` holds
+    extra report fields (the vLLM version at least). Both factories can be pickled by
+    reference.
     """
 
     factory: VllmFactory
     baseline: VllmFactory | None
     label: str
+    baseline_label: str = ""
     environment: dict[str, str] = field(default_factory=dict)
 
 
@@ -59,15 +62,18 @@ def load_target(spec: str) -> VllmTarget:
     version = str(vllm.__version__)
     base = kind.vllm_base
     baseline: VllmFactory | None = None
+    baseline_label = ""
     if kind.is_vllm_own:
         label = f"{class_spec} (vLLM {version})"
     else:
         base_spec = ClassSpec(base.__module__, base.__qualname__)
         baseline = VllmFactory(base_spec, kind.level)
+        baseline_label = f"vllm:{base_spec}"
         label = f"{class_spec} (subclass of vLLM {version} {base.__qualname__})"
     return VllmTarget(
         factory=VllmFactory(class_spec, kind.level),
         baseline=baseline,
         label=label,
+        baseline_label=baseline_label,
         environment={"vllm": version},
     )
