@@ -12,6 +12,7 @@ import importlib.util
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from rtmm_protocol.adapters.vllm.class_spec import parse_class_spec
 from rtmm_protocol.conformance import check_model_state
 from rtmm_protocol.conformance.driving.context import ContextParts, Mode, build_context
 from rtmm_protocol.conformance.reporting.results import Outcome
+from rtmm_protocol.conformance.reporting.xfail import parse_xfail_file
 
 VLLM = installed_vllm_version()
 HAS_VLLM = importlib.util.find_spec("vllm") is not None and VLLM is not None
@@ -39,6 +41,7 @@ needs_vllm = pytest.mark.skipif(
     reason="vLLM is not installed (bash tools/install_vllm_cpu.sh VENV makes a CPU-only one)",
 )
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DEFAULT_STATE = "vllm.v1.worker.gpu.model_states.default:DefaultModelState"
 ENCODER_RUNNER = "vllm.v1.worker.gpu.mm.encoder_runner:EncoderRunner"
 
@@ -120,6 +123,14 @@ def test_importing_the_adapter_or_the_suite_imports_no_vllm() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+@pytest.mark.parametrize("example", ["vllm_encoder_runner", "vllm_model_state"])
+@pytest.mark.parametrize("version", TESTED_VERSIONS)
+def test_every_tested_release_has_a_known_gaps_file_per_level(example: str, version: str) -> None:
+    gaps = parse_xfail_file(EXAMPLES / example / f"known-gaps-vllm-{version}.txt")
+    assert gaps.entries, f"{example}: no entries for vLLM {version}"
+    assert gaps.unknown() == [], [e.key for e in gaps.unknown()]
 
 
 @pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here: the message is for its absence")
