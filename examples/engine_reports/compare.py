@@ -10,7 +10,8 @@ drops the rest:
 * the target, the class it derives from (its baseline), its kind, the settings that decide the draws (seed, examples, protocol
   version, dtype, device) and the notes;
 * per check and mode: the outcome, the reason, the title of its cause and, for a
-  subclass of an engine's class, whether a failure is its own or inherited;
+  subclass of an engine's class, whether a failure is its own or inherited; and whether
+  the check ran through the compat adapter of the ``computed_prefill_lens`` rename;
 * per cause: its title, and the checks and items it fails, in order;
 * the vLLM version of the environment, where there is one.
 
@@ -71,10 +72,10 @@ def _cause_title(cause: object) -> str:
 def verdicts(report: Mapping[str, Any]) -> dict[str, Any]:
     """What a report says about its target, without timings, paths or cause hashes."""
     settings = report.get("settings", {})
-    checks: dict[str, dict[str, tuple[str, str, str, object]]] = {}
+    checks: dict[str, dict[str, object]] = {}
     for check in report.get("checks", []):
         level = str(check.get("level", ""))
-        modes = {}
+        modes: dict[str, object] = {}
         for name, mode in check.get("modes", {}).items():
             outcome, reason = _as_committed(mode, level)
             modes[name] = (
@@ -83,6 +84,7 @@ def verdicts(report: Mapping[str, Any]) -> dict[str, Any]:
                 _cause_title(mode.get("cause")),
                 mode.get("origin"),
             )
+        modes["via_compat"] = bool(check.get("via_compat", False))
         checks[str(check.get("id"))] = modes
     causes = [
         (
