@@ -10,13 +10,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 import torch
@@ -250,64 +246,6 @@ def test_targets_are_judged_on_the_stated_width_and_sizes() -> None:
     ]
     assert all(t["met"] is False for t in floor)
     assert report.Report(mode="quick", comparison="vllm", machine={}).target_records() == []
-
-
-# ---------------------------------------------------------------- the GPU script
-
-GPU_SCRIPT = ROOT / ".ci" / "gpu"
-
-
-def _run_gpu_script(
-    tmp_path: Path, *args: str, pythonpath: str = ""
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    bash = shutil.which("bash")
-    if bash is None:
-        pytest.skip("bash is not available")
-    out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PYTHONPATH": pythonpath}
-    done = subprocess.run(
-        [bash, str(GPU_SCRIPT), *args], env=env, capture_output=True, text=True, timeout=120
-    )
-    summary_path = out / "gpu-summary.json"
-    summary = json.loads(summary_path.read_text("utf-8")) if summary_path.exists() else {}
-    return done, summary
-
-
-def test_gpu_script_dry_run_lists_every_cuda_step(tmp_path: Path) -> None:
-    done, summary = _run_gpu_script(tmp_path, "--dry-run")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "dry run: nothing was run" in done.stdout
-    steps = {step["name"]: step for step in summary["steps"]}
-    assert summary["result"] == "dry-run"
-    assert {"cuda-tests", "conformance-reference", "conformance-runner"} <= set(steps)
-    assert {"benchmark-bfloat16", "benchmark-float32"} <= set(steps)
-    assert "-m cuda" in steps["cuda-tests"]["command"]
-    assert "tests/test_cuda_reference.py" in steps["cuda-tests"]["command"]
-    for name in ("conformance-reference", "conformance-runner"):
-        assert "--conformance-device=cuda" in steps[name]["command"]
-    assert "reference_gatherer" in steps["conformance-runner"]["command"]
-    assert "--device cuda" in steps["benchmark-bfloat16"]["command"]
-    assert all(step["status"] == "not run" for step in steps.values())
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
-def test_gpu_script_without_cuda_runs_nothing_and_says_why(tmp_path: Path) -> None:
-    done, summary = _run_gpu_script(tmp_path)
-    assert done.returncode == 3, done.stdout + done.stderr
-    assert "no CUDA device" in done.stdout
-    assert summary["result"] == "no-cuda"
-    assert summary["passed"] is False
-
-
-def test_gpu_script_names_a_missing_package(tmp_path: Path) -> None:
-    # A package that fails to import shadows the installed hypothesis.
-    shadow = tmp_path / "shadow" / "hypothesis"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ImportError('simulated: not installed')\n")
-    done, _ = _run_gpu_script(tmp_path, "--dry-run", pythonpath=str(shadow.parent))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "MISSING: hypothesis" in done.stdout
-    assert "installs nothing" in done.stdout
 
 
 # ---------------------------------------------------------------- the performance page

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_STEP = REPO / ".ci" / "run_step.sh"
@@ -65,3 +69,81 @@ def test_a_step_within_its_limit_gives_its_exit_status(tmp_path: Path) -> None:
     done = _bash(f"run_step 'echo hello; exit 7' 30 {tmp_path / 'step.log'}; echo status=$?")
     assert "status=7" in done.stdout
     assert (tmp_path / "step.log").read_text() == "hello\n"
+
+
+# ---------------------------------------------------------------- the GPU script
+
+GPU_SCRIPT = REPO / ".ci" / "gpu"
+
+
+def _run_gpu_script(
+    tmp_path: Path, *args: str, pythonpath: str = ""
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PYTHONPATH": pythonpath}
+    done = subprocess.run(
+        ["bash", str(GPU_SCRIPT), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    summary_path = out / "gpu-summary.json"
+    summary = json.loads(summary_path.read_text("utf-8")) if summary_path.exists() else {}
+    return done, summary
+
+
+def test_gpu_script_dry_run_lists_every_cuda_step_reference_tests_first(tmp_path: Path) -> None:
+    done, summary = _run_gpu_script(tmp_path, "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dry run: nothing was run" in done.stdout
+    assert summary["result"] == "dry-run"
+    names = [step["name"] for step in summary["steps"]]
+    steps = {step["name"]: step for step in summary["steps"]}
+    assert names[0] == "reference-cuda-tests"
+    assert {"suite-cuda-tests", "conformance-reference", "conformance-runner"} <= set(steps)
+    assert {"benchmark-bfloat16", "benchmark-float32"} <= set(steps)
+    assert "-m cuda" in steps["reference-cuda-tests"]["command"]
+    assert "tests/test_cuda_reference.py" in steps["reference-cuda-tests"]["command"]
+    for name in ("conformance-reference", "conformance-runner"):
+        assert "--conformance-device=cuda" in steps[name]["command"]
+    assert "reference_gatherer" in steps["conformance-runner"]["command"]
+    assert "--device cuda" in steps["benchmark-bfloat16"]["command"]
+    assert all(step["status"] == "not run" for step in steps.values())
+    # Every step has a limit, and together they fit the 7 minutes the script promises.
+    limits = [int(m) for m in re.findall(r"at most (\d+) s\]", done.stdout)]
+    assert len(limits) == len(steps)
+    assert sum(limits) <= 7 * 60
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
+def test_gpu_script_without_cuda_runs_nothing_and_says_why(tmp_path: Path) -> None:
+    done, summary = _run_gpu_script(tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no CUDA device" in done.stdout
+    assert summary["result"] == "no-cuda"
+    assert summary["passed"] is False
+
+
+def test_gpu_script_names_a_missing_package(tmp_path: Path) -> None:
+    # A package that fails to import shadows the installed hypothesis.
+    shadow = tmp_path / "shadow" / "hypothesis"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('simulated: not installed')\n")
+    done, _ = _run_gpu_script(tmp_path, "--dry-run", pythonpath=str(shadow.parent))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "MISSING: hypothesis" in done.stdout
+    assert "installs nothing" in done.stdout
+
+
+def test_gpu_script_says_when_the_checkout_does_not_import(tmp_path: Path) -> None:
+    """A checkout whose package fails to import: exit status 4 (not 2, a missing package)."""
+    copy = tmp_path / "checkout"
+    (copy / ".ci").mkdir(parents=True)
+    shutil.copy(GPU_SCRIPT, copy / ".ci" / "gpu")
+    shutil.copy(RUN_STEP, copy / ".ci" / "run_step.sh")
+    (copy / "rtmm_protocol").mkdir()
+    (copy / "rtmm_protocol" / "__init__.py").write_text("raise RuntimeError('simulated')\n")
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    done = subprocess.run(
+        ["bash", str(copy / ".ci" / "gpu"), "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "does not import" in done.stdout

@@ -18,7 +18,7 @@ from rtmm_protocol import MMEmbeddingGatherer
 from rtmm_protocol.compat import LegacyGathererAdapter, adapt_legacy_gatherer
 from rtmm_protocol.reference import EncoderRunner
 from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
-from rtmm_protocol.testing.strategies import gather_scenarios
+from rtmm_protocol.testing.strategies import gather_scenarios, lookahead_only_misses
 
 
 def _fresh_legacy_class() -> type[PrefillOnlyLegacyGatherer]:
@@ -143,3 +143,29 @@ def test_negative_lookahead_is_rejected() -> None:
     arrays = scenario_arrays(_SCENARIO)
     with pytest.raises(ValueError, match="draft_lookahead must be >= 0, got -1"):
         call_runner(adapter, GatherScenario(_SCENARIO.requests, draft_lookahead=-1), arrays)
+
+
+@settings(max_examples=example_budget(ci=200, dev=40))
+@given(
+    scenario=lookahead_only_misses(
+        gather_scenarios(windows="prefill", cache_miss_rate=0.0, lookaheads=(1, 2))
+    )
+)
+def test_adapter_lets_lookahead_only_misses_fall_back(scenario: GatherScenario) -> None:
+    """G7 through the adapter: a miss only the look-ahead reaches gives token embeddings,
+    although the legacy gatherer raises for any miss in the window it is handed."""
+    adapter, runner = _both(scenario)
+    arrays = scenario_arrays(scenario)
+    assert_same_result(
+        call_runner(adapter, scenario, arrays), call_runner(runner, scenario, arrays)
+    )
+
+
+def test_adapter_still_raises_for_a_miss_inside_the_scheduled_tokens() -> None:
+    scenario = GatherScenario(
+        requests=(RequestSpec("a", 20, 0, 4, (FeatureSpec("a0", 1, 2, cached=False),)),),
+        draft_lookahead=1,
+    )
+    adapter, _ = _both(scenario)
+    with pytest.raises(RuntimeError, match="a0"):
+        call_runner(adapter, scenario, scenario_arrays(scenario))

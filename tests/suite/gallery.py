@@ -576,6 +576,10 @@ GALLERY: tuple[BrokenTarget, ...] = (
     # --- signatures and markers
     BrokenTarget("hidden_size attribute wrong", model_state("hidden-size-wrong"), "T1", "T1-protocol-members"),
     BrokenTarget("still named computed_prefill_lens", gatherer(cls=LegacyNamedGatherer), "T2", "T2-no-renamed-parameters"),
+    BrokenTarget(
+        "pre-rename gatherer, no decode-step gathering", gatherer("realtime-ignored", cls=LegacyNamedGatherer), "T2", "T2-no-renamed-parameters",
+        also=("G3",), why="its other checks run via compat, which shows G3: no gathering on realtime decode steps",
+    ),
     BrokenTarget("draft_lookahead defaults to 1", gatherer(cls=LookaheadDefaultGatherer), "T2", "T2-signature-matches-protocol"),
     BrokenTarget("truthy realtime flag accepted", model_state(gather_fault="truthy-realtime-flag"), "T3", "T3-realtime-guard-semantics"),
     # --- the gather

@@ -9,6 +9,7 @@ what the random examples happen to hit.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from rtmm_protocol.conformance.api import check_model_state
 from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
 from rtmm_protocol.conformance.checks.all_checks import implementations
 from rtmm_protocol.conformance.reporting.results import Outcome
+from rtmm_protocol.conformance.reporting.schema import validate_report
 
 
 @pytest.fixture(autouse=True)
@@ -110,3 +112,50 @@ def test_cuda_faults_fail_their_check(entry: BrokenTarget) -> None:
     assert {r.outcome for r in report.results} == {Outcome.FAILED}, report.table()
     clean = check_model_state(model_state(), device="cuda", examples=0, checks=[entry.check])
     assert clean.ok, clean.table()
+
+
+def test_a_pre_rename_target_is_checked_via_compat_in_one_run() -> None:
+    """T2 fails for the old name; the behavioural checks run through the compat adapter
+    (not blocked), so the same run shows what the engine does on realtime decode steps.
+    (The cross-cutting stateful checks, which re-verify every gather clause, fail with G3.)"""
+    entry = next(e for e in GALLERY if e.name == "pre-rename gatherer, no decode-step gathering")
+    report = check_model_state(
+        entry.factory, device="cpu", examples=GALLERY_EXAMPLES, checks=_clause_checks()
+    )
+    failing = {r.check_id for r in report.results if r.outcome in _FAILING}
+    assert {CHECKS_BY_ID[c].clause for c in failing} == {"T2", "G3"}, report.table()
+    assert not [r for r in report.results if r.outcome is Outcome.BLOCKED], report.table()
+    g3 = [r for r in report.results if r.check_id == "G3-realtime-decode-gathers"]
+    assert g3
+    assert all(r.via_compat for r in g3)
+    data = report.to_json()
+    assert "G3-realtime-decode-gathers" in data["summary"]["via_compat"]  # type: ignore[index]
+    assert "via compat" in report.table()
+
+
+def test_failures_shared_with_the_baseline_are_inherited_and_the_rest_own() -> None:
+    """A gatherer that kept its base's gap (copies for pieces, G6) is not blamed for it; one
+    whose base does not have the gap is."""
+    checks = ["G6-pieces-are-views", "G4-mask-type-shape"]
+    kept = check_model_state(
+        gatherer("copies-not-views"), baseline=gatherer("copies-not-views"),
+        device="cpu", examples=0, checks=checks,
+    )  # fmt: skip
+    rows = {row.info.id: row for row in kept.checks()}
+    assert rows["G6-pieces-are-views"].origin == "inherited", kept.table()
+    assert rows["G4-mask-type-shape"].origin is None
+    assert "0 failures of yours, 1 inherited from suite.gallery:gatherer[copies-not-views]" in (
+        kept.summary_line()
+    )
+    assert not kept.ok  # an inherited failure is still a failure
+    added = check_model_state(
+        gatherer("copies-not-views"), baseline=gatherer("mask-int64"),
+        device="cpu", examples=0, checks=checks,
+    )  # fmt: skip
+    rows = {row.info.id: row for row in added.checks()}
+    assert rows["G6-pieces-are-views"].origin == "own", added.table()
+    data: Any = added.to_json()
+    assert data["summary"]["failed_own"] == 1
+    assert data["checks"][0]["origin"] in ("own", None)
+    assert "[cause 1; own]" in added.table()
+    validate_report(data)

@@ -248,7 +248,7 @@ def test_json_report_and_junit_properties(project: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout
     report = json.loads((project / "out" / "report.json").read_text())
-    assert report["schema"] == "rtmm-conformance-report/2"
+    assert report["schema"] == "rtmm-conformance-report/3"
     validate_report(report)
     assert report["summary"]["ok"] is True
     assert {c["clause"] for c in report["checks"]} == {"G1", "D2"}
@@ -354,3 +354,14 @@ def test_a_hanging_target_costs_one_time_limit(project: Path) -> None:
     assert "did not finish within 5 s" in result.stdout
     assert "blocked: the target hung in gather_mm_embeddings" in result.stdout
     assert "1 failed (MUST)" in result.stdout
+
+
+def test_a_folder_shadowing_the_package_is_named(project: Path) -> None:
+    """A same-named folder without __init__.py becomes an empty namespace package that hides
+    the real one: the usage error names that folder rather than 'not found'."""
+    (project / "acme").mkdir()
+    (project / "acme" / "notes.txt").write_text("not a package\n")
+    result = _pytest(project, "--conformance=acme.factory:make_state")
+    assert result.returncode == 4
+    assert "shadows the package" in result.stderr
+    assert str(project / "acme") in result.stderr

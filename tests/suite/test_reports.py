@@ -14,6 +14,7 @@ from suite.gallery import gatherer
 from rtmm_protocol.conformance.api import check_model_state, known_versions, settings_summary
 from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
 from rtmm_protocol.conformance.checks.all_checks import implementations
+from rtmm_protocol.conformance.driving.factories import Target
 from rtmm_protocol.conformance.driving.gather_call import describe_error
 from rtmm_protocol.conformance.reporting.causes import cause_of_failure
 from rtmm_protocol.conformance.reporting.matrix import main as matrix_main
@@ -127,8 +128,7 @@ def test_requirement_sets_leave_newer_checks_out() -> None:
     newer = replace(checks[G5.id], info=replace(G5, since="1.1"))
     checks[G5.id] = newer
     runner = SuiteRunner(
-        reference_model_state,
-        "ref",
+        Target(reference_model_state, "ref"),
         RunSettings(device=torch.device("cpu")),
         Probe("model_state", ""),
         InProcess(),

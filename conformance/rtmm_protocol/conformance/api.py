@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -34,7 +35,7 @@ from rtmm_protocol.conformance.checks.stateful import life_machine
 from rtmm_protocol.conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED, DEFAULT_TIMEOUT_S
 from rtmm_protocol.conformance.driving.check_run import CheckRun
 from rtmm_protocol.conformance.driving.context import Factory, Mode
-from rtmm_protocol.conformance.driving.factories import factory_spec_of, load_factory
+from rtmm_protocol.conformance.driving.factories import Target, factory_spec_of, load_target
 from rtmm_protocol.conformance.reporting.report import ConformanceReport
 from rtmm_protocol.conformance.reporting.results import CheckResult, ConformanceWarning, Outcome
 from rtmm_protocol.conformance.reporting.xfail import XfailFile, parse_xfail_file
@@ -58,11 +59,12 @@ __all__ = [
     "parametrize_with_checks",
     "prepare_runner",
     "replay",
-    "resolve_factory",
+    "report_of",
+    "resolve_target",
     "settings_summary",
 ]
 
-#: A factory, or its ``"module:function"`` spec.
+#: A factory, or a spec: ``"module:function"``, or ``"vllm:module:Class"`` for a vLLM class.
 FactoryLike = Factory | str
 
 
@@ -110,11 +112,11 @@ def make_settings(
     )
 
 
-def resolve_factory(factory: FactoryLike) -> tuple[Factory, str]:
-    """The factory callable and its ``MODULE:NAME`` spec, from either of the two."""
+def resolve_target(factory: FactoryLike) -> Target:
+    """The target a factory or a spec names (a spec's module may be in the current directory)."""
     if isinstance(factory, str):
-        return load_factory(factory, [Path(os.getcwd())]), factory
-    return factory, factory_spec_of(factory)
+        return load_target(factory, [Path(os.getcwd())])
+    return Target(factory, factory_spec_of(factory))
 
 
 class SettingOptions(TypedDict, total=False):
@@ -133,8 +135,7 @@ class SettingOptions(TypedDict, total=False):
 
 def prepare_runner(factory: FactoryLike, settings: RunSettings) -> SuiteRunner:
     """A runner for the target ``factory`` builds (close it when done)."""
-    call, spec = resolve_factory(factory)
-    return open_runner(call, spec, settings)
+    return open_runner(resolve_target(factory), settings)
 
 
 def _selected(plan: Iterable[PlannedCheck], select: Iterable[str] | None) -> list[PlannedCheck]:
@@ -150,48 +151,40 @@ def _selected(plan: Iterable[PlannedCheck], select: Iterable[str] | None) -> lis
 def check_model_state(
     factory: FactoryLike,
     *,
-    device: torch.device | str | None = None,
-    dtype: torch.dtype | str = torch.float32,
-    seed: int = DEFAULT_SEED,
-    examples: int = DEFAULT_EXAMPLES,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    strict: bool = False,
-    version: str = PROTOCOL_VERSION,
     xfail: str | Path | XfailFile | None = None,
     checks: Iterable[str] | None = None,
-    shrink: bool = True,
-    isolation: str = "auto",
+    baseline: FactoryLike | None = None,
+    **options: Unpack[SettingOptions],
 ) -> ConformanceReport:
     """Run the conformance checks on the target ``factory`` builds; return the report.
 
-    ``factory`` is ``FACTORY(ctx)`` or its ``"MODULE:FACTORY"`` spec; the target may be a
-    ``ModelState`` or a runner-level gatherer (detected). ``checks`` limits the run to
-    some check or clause IDs; ``xfail`` is an expected-failures file (see
-    :mod:`rtmm_protocol.conformance.reporting.xfail`). Nothing is raised for failing
-    checks: look at ``report.ok`` and ``report.table()``. ``isolation`` says where the
-    checks run: ``auto`` (a worker process, so that a target that crashes or hangs fails
-    one check and the run goes on, unless the factory cannot be sent to one: define it at
-    module level), ``process`` or ``off`` (this process).
+    ``factory`` is ``FACTORY(ctx)`` or a spec (``"MODULE:FACTORY"``, or
+    ``"vllm:MODULE:CLASS"`` for a vLLM class); the target may be a ``ModelState`` or a
+    runner-level gatherer (detected). ``checks`` limits the run to some check or clause
+    IDs; ``xfail`` is an expected-failures file (see
+    :mod:`rtmm_protocol.conformance.reporting.xfail`); ``baseline`` builds what the target
+    derives from, and a failure it shares on the same draws is reported as inherited.
+    ``options`` are :func:`make_settings`'s (device, dtype, seed, examples, timeout_s,
+    strict, version, shrink, isolation). ``isolation`` says where the checks run: ``auto``
+    (a worker process, so that a target that crashes or hangs fails one check and the run
+    goes on, unless the factory cannot be sent to one: define it at module level),
+    ``process`` or ``off`` (this process). Nothing is raised for failing checks: look at
+    ``report.ok`` and ``report.table()``.
     """
-    settings = make_settings(
-        device=device,
-        dtype=dtype,
-        seed=seed,
-        examples=examples,
-        timeout_s=timeout_s,
-        strict=strict,
-        version=version,
-        shrink=shrink,
-        isolation=isolation,
-    )
+    settings = make_settings(**options)
     expected = parse_xfail_file(xfail) if isinstance(xfail, (str, Path)) else xfail
-    runner = prepare_runner(factory, settings)
+    target = resolve_target(factory)
+    if baseline is not None:
+        base = resolve_target(baseline)
+        target = replace(target, baseline=base.factory, baseline_label=base.spec)
+    runner = open_runner(target, settings)
     try:
         results = []
         for planned in _selected(runner.plan(), checks):
             raw = runner.run(planned.impl.id, planned.mode)
             entry = expected.entry_for(planned.impl.id, planned.mode) if expected else None
-            results.append(judge(raw, planned.impl.info, strict=strict, expected_failure=entry))
+            info = planned.impl.info
+            results.append(judge(raw, info, strict=settings.strict, expected_failure=entry))
     finally:
         runner.close()
     return report_of(runner, results, expected)
@@ -213,6 +206,7 @@ def report_of(
         unknown = [f"{e.where}: {e.key}" for e in expected.unknown()]
     return ConformanceReport(
         target=runner.factory_spec,
+        baseline=runner.target.baseline_label if runner.target.baseline is not None else "",
         kind=runner.probe.kind,
         settings=settings_summary(runner.settings),
         environment=runner.environment,
@@ -318,15 +312,15 @@ def _check_run_here(
     seed: int,
 ) -> CheckRun:
     """A check's run in this process, as a failure's replay snippet needs it."""
-    call, spec = resolve_factory(factory)
+    target = resolve_target(factory)
     settings = make_settings(device=device, dtype=dtype, seed=seed, isolation="off")
-    probe = probe_target(call, settings)
+    probe = probe_target(target.factory, settings)
     if probe.kind is None:
         raise ValueError(f"cannot tell the target's kind: {probe.note}")
     return CheckRun(
         check_id=check_id,
-        factory=call,
-        factory_spec=spec,
+        factory=target.factory,
+        factory_spec=target.spec,
         settings=settings,
         mode=mode,
         kind=probe.kind,

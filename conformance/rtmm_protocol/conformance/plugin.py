@@ -16,6 +16,7 @@ travels to the report (through xdist too) as one JSON record in its user propert
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -59,74 +60,38 @@ _RECORD = "rtmm_result"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Declare the ``--conformance`` options (the only thing done when they are not used)."""
-    group = parser.getgroup("rtmm-conformance", "rtmm-protocol conformance suite")
-    add = group.addoption
-    add(
-        "--conformance",
-        nargs="?",
-        const=REFERENCE_MODEL_STATE,
-        default=None,
+    add = parser.getgroup("rtmm-conformance", "rtmm-protocol conformance suite").addoption
+    # fmt: off
+    add("--conformance", nargs="?", const=REFERENCE_MODEL_STATE, default=None,
         metavar="MODULE:FACTORY",
         help="run the conformance suite against FACTORY(ctx) (a ModelState or a runner-level "
         "gatherer); without a value, against the bundled reference. Write "
-        "--conformance=MODULE:FACTORY: a bare --conformance takes the next argument",
-    )
-    add(
-        "--conformance-device",
-        default=None,
-        metavar="DEVICE",
-        help="device to build targets on (default: cuda where the checks run has one, else cpu)",
-    )
-    add(
-        "--conformance-dtype",
-        default="float32",
-        choices=DTYPE_NAMES,
-        help="dtype of the state's buffer (default: float32)",
-    )
-    add(
-        "--conformance-seed",
-        type=int,
-        default=DEFAULT_SEED,
-        metavar="N",
-        help=f"seed of the random batches (default: {DEFAULT_SEED}; printed in the header)",
-    )
-    add(
-        "--conformance-examples",
-        type=int,
-        default=DEFAULT_EXAMPLES,
-        metavar="N",
-        help=f"random examples per check and mode (default: {DEFAULT_EXAMPLES})",
-    )
-    add(
-        "--conformance-timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"time limit of one check in one mode (default: {DEFAULT_TIMEOUT_S:g})",
-    )
-    add(
-        "--conformance-strict",
-        action="store_true",
-        default=False,
-        help="fail the run on SHOULD failures and stale expected-failure entries",
-    )
-    add(
-        "--conformance-xfail",
-        default=None,
-        metavar="FILE",
-        help="expected failures: one clause or check ID per line, then the reason",
-    )
+        "--conformance=MODULE:FACTORY: a bare --conformance takes the next argument")
+    add("--conformance-device", default=None, metavar="DEVICE",
+        help="device to build targets on (default: cuda where the checks run has one, else cpu)")
+    add("--conformance-dtype", default="float32", choices=DTYPE_NAMES,
+        help="dtype of the state's buffer (default: float32)")
+    add("--conformance-seed", type=int, default=DEFAULT_SEED, metavar="N",
+        help=f"seed of the random batches (default: {DEFAULT_SEED}; printed in the header)")
+    add("--conformance-examples", type=int, default=DEFAULT_EXAMPLES, metavar="N",
+        help=f"random examples per check and mode (default: {DEFAULT_EXAMPLES})")
+    add("--conformance-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        help=f"time limit of one check in one mode (default: {DEFAULT_TIMEOUT_S:g})")
+    add("--conformance-strict", action="store_true", default=False,
+        help="fail the run on SHOULD failures and stale expected-failure entries")
+    add("--conformance-xfail", default=None, metavar="FILE",
+        help="expected failures: one clause or check ID per line, then the reason")
     add("--conformance-report", default=None, metavar="PATH", help="write the JSON report to PATH")
-    add(
-        "--conformance-isolation",
-        default="auto",
-        choices=("auto", "process", "off"),
+    add("--conformance-isolation", default="auto", choices=("auto", "process", "off"),
         help="where checks run: process (a worker process, CUDA-safe: a crashing or hanging "
         "target fails one check and the run goes on), off (in the pytest process, for "
-        "debugging), or auto (default: process, unless the factory cannot be sent to one)",
-    )
+        "debugging), or auto (default: process, unless the factory cannot be sent to one)")
+    add("--conformance-baseline", default=None, metavar="MODULE:FACTORY",
+        help="what the target derives from: a failure it shares on the same draws is "
+        "reported as inherited, not yours (a vllm:MODULE:CLASS target has one already)")
     add("--conformance-version", default=None, metavar="X",
-        help="score against the requirement set of protocol version X (default: current)")  # fmt: skip
+        help="score against the requirement set of protocol version X (default: current)")
+    # fmt: on
 
 
 class _SuiteSession:
@@ -135,7 +100,7 @@ class _SuiteSession:
     def __init__(self, config: pytest.Config) -> None:
         from rtmm_protocol._version import PROTOCOL_VERSION
         from rtmm_protocol.conformance.api import make_settings
-        from rtmm_protocol.conformance.driving.factories import FactorySpecError, load_factory
+        from rtmm_protocol.conformance.driving.factories import FactorySpecError, load_target
         from rtmm_protocol.conformance.reporting.xfail import parse_xfail_file
 
         self.config = config
@@ -155,8 +120,12 @@ class _SuiteSession:
                 isolation=cast(str, option("conformance_isolation")),
             )
             search = [config.invocation_params.dir, config.rootpath]
-            self.factory = load_factory(self.spec, search)
-        except FactorySpecError as error:
+            self.target = load_target(self.spec, search)
+            baseline = cast("str | None", option("conformance_baseline"))
+            if baseline:
+                base = load_target(baseline, search)
+                self.target = replace(self.target, baseline=base.factory, baseline_label=baseline)
+        except (FactorySpecError, ImportError) as error:
             raise pytest.UsageError(str(error)) from None
         except (ValueError, RuntimeError) as error:
             raise pytest.UsageError(f"--conformance options: {error}") from None
@@ -200,7 +169,7 @@ class _SuiteSession:
             from rtmm_protocol.conformance.running.runner import open_runner
 
             try:
-                self._runner = open_runner(self.factory, self.spec, self.settings)
+                self._runner = open_runner(self.target, self.settings)
             except ValueError as error:
                 raise pytest.UsageError(f"--conformance options: {error}") from None
             self.settings = self._runner.settings
@@ -216,32 +185,16 @@ class _SuiteSession:
         if report.when != "call":
             return
         record = next((str(v) for k, v in report.user_properties if k == _RECORD), None)
-        if record is None:
-            return
-        from dataclasses import replace
+        if record is not None:
+            from rtmm_protocol.conformance.reporting.results import CheckResult
 
-        from rtmm_protocol.conformance.reporting.results import CheckResult
-
-        result = CheckResult.from_json(record)
-        if result.cause_key:
-            result = replace(result, rerun=self.rerun_hint(report.nodeid))
-        self.records.append(result)
+            self.records.append(CheckResult.from_json(record))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         """In an xdist controller: what the workers will run (they all collect the same)."""
         if not self.planned:
             self.planned = [_planned_of(nodeid) for nodeid in ids]
-
-    def rerun_hint(self, nodeid: str) -> str:
-        """The command that reruns one check."""
-        parts = ["pytest", f"--conformance={self.spec}"]
-        if self.settings.seed != DEFAULT_SEED:
-            parts.append(f"--conformance-seed={self.settings.seed}")
-        if self.settings.device.type == "cuda":
-            parts.append(f"--conformance-device={self.settings.device}")
-        parts.append(f"'{nodeid}'")
-        return "rerun: " + " ".join(parts)
 
 
 def _planned_of(nodeid: str) -> tuple[str, str | None]:
@@ -356,9 +309,11 @@ class ConformanceItem(pytest.Item):
             self.user_properties.append(("cause", cause))
         outcome = result.outcome
         if outcome is Outcome.FAILED:
-            raise ConformanceFailedError(
-                f"{result.details or result.reason}\n{state.rerun_hint(self.nodeid)}"
-            )
+            from rtmm_protocol.conformance.reporting.report import rerun_command
+
+            settings = state.settings
+            command = rerun_command(state.spec, settings.seed, str(settings.device), self.name)
+            raise ConformanceFailedError(f"{result.details or result.reason}\nrerun: {command}")
         if outcome in (Outcome.SKIPPED, Outcome.BLOCKED):
             # Reported at the check (not at this line), as pytest does for skip marks.
             raise pytest.skip.Exception(result.reason, _use_item_location=True)

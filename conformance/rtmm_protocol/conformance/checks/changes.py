@@ -31,7 +31,10 @@ from rtmm_protocol.conformance.checks.stateful import (
     LiveRequest,
     compare_with_oracle,
     life_machine,
+    replay_preamble,
+    replayable,
     run_lives,
+    when,
 )
 from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
 from rtmm_protocol.conformance.driving.gather_call import GatherCall, describe_error
@@ -102,6 +105,8 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
             [int, list[FeatureShape], Callable[[str, list[MultiModalFeature]], None]], None
         ]
 
+        replay_header = replay_preamble(run, "change_life_for")
+
         def __init__(self) -> None:
             super().__init__()
             self.generations: dict[str, int] = {}
@@ -129,8 +134,9 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
             req_id = sorted(self.requests)[choice % len(self.requests)]
             return req_id, self.requests[req_id]
 
-        @precondition(lambda self: len(self.requests) < max_requests)
+        @precondition(when(lambda self: len(self.requests) < max_requests))
         @rule(prefill_len=st.integers(0, 20), shapes=st.lists(FEATURE_SHAPES, max_size=3))
+        @replayable
         def assign_request(self, prefill_len: int, shapes: list[FeatureShape]) -> None:
             """A new request whose list is assigned into ``mm_features`` directly."""
             self._register(prefill_len, shapes, self._lists().__setitem__)
@@ -148,20 +154,23 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
             if spec.cached:
                 self._cache(spec)
 
-        @precondition(lambda self: bool(self.requests))
+        @precondition(when(lambda self: bool(self.requests)))
         @rule(choice=_choice, shape=FEATURE_SHAPES)
+        @replayable
         def append_in_place(self, choice: int, shape: FeatureShape) -> None:
             """A feature appended to the request's own list object."""
             self._grow(choice, shape, in_place=True)
 
-        @precondition(lambda self: bool(self.requests))
+        @precondition(when(lambda self: bool(self.requests)))
         @rule(choice=_choice, shape=FEATURE_SHAPES)
+        @replayable
         def assign_longer_list(self, choice: int, shape: FeatureShape) -> None:
             """A new, longer list assigned in place of the request's list."""
             self._grow(choice, shape, in_place=False)
 
-        @precondition(lambda self: any(r.features for r in self.requests.values()))
+        @precondition(when(lambda self: any(r.features for r in self.requests.values())))
         @rule(choice=_choice)
+        @replayable
         def replace_data(self, choice: int) -> None:
             """A list item replaced by a copy with new data (same identifier and placeholder)."""
             specs = self._live()
@@ -175,23 +184,28 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
                 )
             self.counter += 1
 
-        @precondition(lambda self: bool(self._live()))
+        @precondition(when(lambda self: bool(self._live())))
         @rule(choice=_choice)
+        @replayable
         def put_new_values(self, choice: int) -> None:
             """An output stored, or replaced by one with new values, by direct assignment."""
             specs = self._live()
             self._put(specs[choice % len(specs)])
 
-        @precondition(lambda self: bool(self._cached()))
+        @precondition(when(lambda self: bool(self._cached())))
         @rule(choice=_choice)
+        @replayable
         def delete_output(self, choice: int) -> None:
             """An output deleted from ``encoder_outputs`` directly."""
             cached = self._cached()
             with self.built.cache.paused():
                 del self.built.cache.encoder_outputs[cached[choice % len(cached)]]
 
-        @precondition(lambda self: bool({f.identifier for f in self._live()} & set(self._cached())))
+        @precondition(
+            when(lambda self: bool({f.identifier for f in self._live()} & set(self._cached())))
+        )
         @rule(choice=_choice)
+        @replayable
         def free_and_put_again(self, choice: int) -> None:
             """An output freed through the cache, then put again with new values."""
             cached = set(self._cached())
@@ -245,7 +259,7 @@ def _run_change_lives(
     run: CheckRun, scripts: Sequence[tuple[tuple[str, dict[str, object]], ...]]
 ) -> None:
     run.build()  # a refused mode skips here, before Hypothesis starts
-    run_lives(run, change_life(run, JUDGES[run.check_id]), scripts, "change_life_for")
+    run_lives(run, change_life(run, JUDGES[run.check_id]), scripts)
 
 
 @check(

@@ -13,14 +13,16 @@ A failure shows the shortest sequence of events as Python that replays it throug
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis import strategies as st
-from hypothesis.errors import FlakyFailure
-from hypothesis.reporting import with_reporter
+from hypothesis.errors import Flaky
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -30,7 +32,7 @@ from hypothesis.stateful import (
 )
 
 from rtmm_protocol.conformance.checks.registry import check
-from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
+from rtmm_protocol.conformance.driving.check_run import Built, CheckRun, first_check_failure
 from rtmm_protocol.conformance.driving.gather_call import GatherCall, call_gather, describe_error
 from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
@@ -45,7 +47,10 @@ __all__ = [
     "LiveRequest",
     "compare_with_oracle",
     "life_machine",
+    "replay_preamble",
+    "replayable",
     "run_lives",
+    "when",
 ]
 
 #: Judges one gather of a life against the oracle; raises ``CheckFailure`` on a fault.
@@ -95,8 +100,13 @@ def life_machine(
     class GatherLife(RuleBasedStateMachine):
         """Requests come and go, prompts are chunked, streams grow, outputs are freed."""
 
+        #: The replay's first lines: rebuild this machine class for the failing target.
+        replay_header = replay_preamble(run, "life_machine_for")
+
         def __init__(self) -> None:
             super().__init__()
+            self.steps: list[str] = []
+            self.depth = 0
             self.built: Built = run.build()
             self.requests: dict[str, LiveRequest] = {}
             self.ordinals: dict[str, int] = {}
@@ -119,12 +129,14 @@ def life_machine(
                 cache.encoder_outputs[spec.identifier] = output.to(run.device)
 
         @initialize(prompts=st.lists(_prompt_shapes, min_size=1, max_size=3))
+        @replayable
         def start(self, prompts: list[tuple[int, list[FeatureShape]]]) -> None:
             for prefill_len, shapes in prompts:
                 self.add_request(prefill_len, shapes)
 
-        @precondition(lambda self: len(self.requests) < max_requests)
+        @precondition(when(lambda self: len(self.requests) < max_requests))
         @rule(prefill_len=st.integers(0, 20), shapes=st.lists(FEATURE_SHAPES, max_size=3))
+        @replayable
         def add_request(self, prefill_len: int, shapes: list[FeatureShape]) -> None:
             self._register(prefill_len, shapes, self.built.cache.add_request)
 
@@ -150,8 +162,9 @@ def life_machine(
                     self._cache(spec)
             self.requests[req_id] = request
 
-        @precondition(lambda self: bool(self.requests))
+        @precondition(when(lambda self: bool(self.requests)))
         @rule(choice=_choice, shape=FEATURE_SHAPES)
+        @replayable
         def append_feature(self, choice: int, shape: FeatureShape) -> None:
             req_id = sorted(self.requests)[choice % len(self.requests)]
             request = self.requests[req_id]
@@ -171,22 +184,25 @@ def life_machine(
                 if not dict.__contains__(outputs, f.identifier)
             ]
 
-        @precondition(lambda self: bool(self._uncached()))
+        @precondition(when(lambda self: bool(self._uncached())))
         @rule(choice=_choice)
+        @replayable
         def cache_output(self, choice: int) -> None:
             missing = self._uncached()
             self._cache(missing[choice % len(missing)])
 
-        @precondition(lambda self: bool(dict.__len__(self.built.cache.encoder_outputs)))
+        @precondition(when(lambda self: bool(dict.__len__(self.built.cache.encoder_outputs))))
         @rule(choice=_choice)
+        @replayable
         def free_output(self, choice: int) -> None:
             cache = self.built.cache
             with cache.paused():
                 cached = sorted(dict.keys(cache.encoder_outputs))
                 cache.free_encoder_output(cached[choice % len(cached)])
 
-        @precondition(lambda self: bool(self.requests))
+        @precondition(when(lambda self: bool(self.requests)))
         @rule(choice=_choice, free=st.booleans())
+        @replayable
         def remove_request(self, choice: int, free: bool) -> None:
             req_id = sorted(self.requests)[choice % len(self.requests)]
             request = self.requests.pop(req_id)
@@ -197,17 +213,19 @@ def life_machine(
                     for spec in request.features:
                         cache.free_encoder_output(spec.identifier)
 
-        @precondition(lambda self: bool(self.requests))
+        @precondition(when(lambda self: bool(self.requests)))
         @rule(
             choices=st.lists(_choice, min_size=1, max_size=4),
             sizes=st.lists(st.integers(0, 8), min_size=4, max_size=4),
             lookahead=st.sampled_from([0, 0, 1, 2]),
         )
+        @replayable
         def step(self, choices: list[int], sizes: list[int], lookahead: int) -> None:
             self._step(choices, sizes, lookahead)
 
-        @precondition(lambda self: bool(self.requests))
+        @precondition(when(lambda self: bool(self.requests)))
         @rule(size=st.integers(1, 8))
+        @replayable
         def step_all(self, size: int) -> None:
             """Every live request in one batch: the engine's usual step."""
             count = len(self.requests)
@@ -256,8 +274,9 @@ def life_machine(
             for spec in specs:
                 self.requests[spec.req_id].computed += spec.num_scheduled_tokens
 
-        @precondition(lambda self: with_dummy)
+        @precondition(when(lambda self: with_dummy))
         @rule(size=st.integers(0, top))
+        @replayable
         def dummy_run(self, size: int) -> None:
             target = self.built.target
             log = self.built.parts.encoder_log
@@ -387,19 +406,11 @@ def _run_script(
     script: Sequence[tuple[str, dict[str, object]]],
     with_dummy: bool,
 ) -> None:
-    """Replay one hand-written life; a failure carries it as the reproduction."""
-    lines = [f"state = {machine_class.__name__}()"]
-    try:
-        machine = machine_class()
-        for rule_name, arguments in script:
-            if rule_name == "dummy_run" and not with_dummy:
-                continue
-            lines.append(
-                f"state.{rule_name}(" + ", ".join(f"{k}={v!r}" for k, v in arguments.items()) + ")"
-            )
+    """Live one hand-written life; a failure carries its steps (see :func:`replayable`)."""
+    machine = machine_class()
+    for rule_name, arguments in script:
+        if rule_name != "dummy_run" or with_dummy:
             getattr(machine, rule_name)(**arguments)
-    except CheckFailure as failure:
-        raise failure.with_repro("\n".join(lines)) from None
 
 
 @check(
@@ -410,86 +421,104 @@ def _run_script(
 )
 def _stateful_life(run: CheckRun) -> None:
     run.build()  # a refused mode skips here, before Hypothesis starts
-    run_lives(run, life_machine(run), _SCRIPTED_LIVES, "life_machine_for")
+    run_lives(run, life_machine(run), _SCRIPTED_LIVES)
 
 
 def run_lives(
     run: CheckRun,
     machine_class: type[RuleBasedStateMachine],
     scripts: Sequence[Sequence[tuple[str, dict[str, object]]]],
-    replayer: str,
 ) -> None:
-    """Run the hand-written lives, then random ones; a failure carries its steps.
-
-    ``replayer`` names the function that rebuilds ``machine_class`` for the replay
-    printed with a failure.
-    """
+    """Run the hand-written lives, then random ones; a failure carries its steps."""
     for script in scripts:
         try:
             _run_script(machine_class, script, run.kind == "model_state")
         except CheckFailure as failure:
-            raise failure.with_repro(
-                _program(run, (failure.repro or "").splitlines(), replayer),
-                context=_scripted_context(failure),
-            ) from None
+            count = sum(
+                1 for line in (failure.repro or "").splitlines() if line.startswith("state.")
+            )
+            where = f"(a hand-written life, failing at its step {count}: the replay's last line)"
+            raise failure.with_repro(failure.repro or "", context=where) from None
     if run.settings.examples <= 0:
         return
-    machine = seed(run.example_seed())(machine_class)
-    steps: list[str] = []
-    phases: Sequence[Phase] = (
-        (Phase.generate, Phase.shrink) if run.settings.shrink else (Phase.generate,)
-    )
+    phases = (Phase.generate, Phase.shrink) if run.settings.shrink else (Phase.generate,)
     try:
-        with with_reporter(lambda text: steps.append(str(text))):
-            run_state_machine_as_test(
-                machine,
-                settings=settings(
-                    max_examples=run.settings.examples,
-                    stateful_step_count=25,
-                    database=None,
-                    deadline=None,
-                    derandomize=False,
-                    print_blob=False,
-                    report_multiple_bugs=False,
-                    verbosity=Verbosity.normal,
-                    phases=phases,
-                    # hypothesis leaves HealthCheckMeta.__iter__ unannotated, so pyright infers it
-                    # yields the metaclass; it yields HealthCheck members.
-                    suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]
-                ),
-            )
-    except CheckFailure as failure:
-        raise failure.with_repro(_program(run, steps, replayer)) from None
-    except FlakyFailure as flaky:
-        inner = [e for e in flaky.exceptions if isinstance(e, CheckFailure)]
-        if not inner:
+        run_state_machine_as_test(
+            seed(run.example_seed())(machine_class),
+            settings=settings(
+                max_examples=run.settings.examples,
+                stateful_step_count=25,
+                database=None,
+                deadline=None,
+                derandomize=False,
+                print_blob=False,
+                report_multiple_bugs=False,
+                verbosity=Verbosity.quiet,
+                phases=phases,
+                # hypothesis leaves HealthCheckMeta.__iter__ unannotated, so pyright infers it
+                # yields the metaclass; it yields HealthCheck members.
+                suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]
+            ),
+        )
+    except Flaky as flaky:
+        inner = first_check_failure(flaky)
+        if inner is None:
             raise
-        raise inner[0].with_repro(
-            _program(run, steps, replayer),
+        raise inner.with_repro(
+            inner.repro or "",
             context="(the target did not fail every time on these steps: it is not deterministic)",
         ) from None
 
 
-def _scripted_context(failure: CheckFailure) -> str:
-    count = sum(1 for line in (failure.repro or "").splitlines() if line.startswith("state."))
-    where = f"(a hand-written life, failing at its step {count}: the replay's last line)"
-    return f"{failure.context}\n{where}" if failure.context else where
-
-
-def _program(run: CheckRun, steps: list[str], replayer: str) -> str:
-    """The failing steps, as a script that replays them through ``replayer``."""
-    lines = [line.strip() for chunk in steps for line in chunk.splitlines()]
-    module = (
-        "rtmm_protocol.conformance"
-        if replayer == "life_machine_for"
-        else "rtmm_protocol.conformance.checks.changes"
-    )
+def replay_preamble(run: CheckRun, replayer: str) -> list[str]:
+    """The lines that rebuild the machine of ``run``'s check for its target, in this process."""
     which = "" if replayer == "life_machine_for" else f"check_id={run.check_id!r}, "
-    return "\n".join(
-        [
-            f"from {module} import {replayer}",
-            f"GatherLife = {replayer}({run.factory_spec!r}, {which}mode={run.mode!r}, "
-            f"device={str(run.device)!r})",
-            *(line for line in lines if line.startswith("state")),
-        ]
-    )
+    return [
+        f"from rtmm_protocol.conformance import {replayer}",
+        f"GatherLife = {replayer}({run.factory_spec!r}, {which}mode={run.mode!r}, "
+        f"device={str(run.device)!r})",
+        "state = GatherLife()",
+    ]
+
+
+_Rule = TypeVar("_Rule", bound=Callable[..., None])
+
+
+def when(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """A rule's precondition under a name: Hypothesis before 6.10x read a lambda's source
+    at every draw to describe it, which made long lives take minutes."""
+
+    def precondition_holds(machine: Any) -> bool:
+        return test(machine)
+
+    return precondition_holds
+
+
+def replayable(method: _Rule) -> _Rule:
+    """Record each call of a rule as a line of Python; a failure carries the lines so far.
+
+    Hypothesis replays the smallest failing life last, so the failure that comes out of a
+    run holds exactly its steps, whatever Hypothesis itself prints (that changed between
+    versions). Only the outermost call is recorded (a rule may call another).
+    """
+
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def recorded(self: Any, *args: object, **kwargs: object) -> None:
+        if self.depth == 0:
+            named = signature.bind(self, *args, **kwargs).arguments
+            listed = ", ".join(f"{k}={v!r}" for k, v in list(named.items())[1:])
+            self.steps.append(f"state.{method.__name__}({listed})")
+        self.depth += 1
+        try:
+            method(self, *args, **kwargs)
+        except CheckFailure as failure:
+            if self.depth > 1 or failure.repro is not None:
+                raise
+            replay = "\n".join([*self.replay_header, *self.steps])
+            raise failure.with_repro(replay) from None
+        finally:
+            self.depth -= 1
+
+    return recorded  # type: ignore[return-value]  # same signature, recorded

@@ -18,7 +18,7 @@ from typing import TypeVar
 import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import Flaky
 
 from rtmm_protocol.conformance.catalog import TargetKind
 from rtmm_protocol.conformance.driving.context import (
@@ -36,7 +36,7 @@ from rtmm_protocol.testing.instruments import InstrumentedEncoderCache
 from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
-__all__ = ["Built", "CheckRun"]
+__all__ = ["Built", "CheckRun", "first_check_failure"]
 
 _R = TypeVar("_R")
 
@@ -209,15 +209,12 @@ class CheckRun:
 
         try:
             random_examples()
-        except FlakyFailure as flaky:
-            inner = _first_check_failure(flaky)
+        except Flaky as flaky:
+            inner = first_check_failure(flaky)
             if inner is None:
                 raise
-            raise CheckFailure(
-                inner.what,
-                expected=inner.expected,
-                seen=inner.seen,
-                repro=inner.repro,
+            raise inner.with_repro(
+                inner.repro or "",
                 context="(the target did not fail every time on this case: it is not "
                 "deterministic)",
             ) from flaky
@@ -250,11 +247,13 @@ class CheckRun:
         )
 
 
-def _first_check_failure(error: BaseException) -> CheckFailure | None:
-    if isinstance(error, CheckFailure):
+def first_check_failure(error: BaseException | None) -> CheckFailure | None:
+    """The failure inside Hypothesis's report that a test is flaky: a member of its
+    exception group (newer Hypothesis) or what it was raised from (older ones)."""
+    if error is None or isinstance(error, CheckFailure):
         return error
-    for inner in getattr(error, "exceptions", ()):
-        found = _first_check_failure(inner)
+    for inner in (*getattr(error, "exceptions", ()), error.__cause__, error.__context__):
+        found = first_check_failure(inner)
         if found is not None:
             return found
     return None

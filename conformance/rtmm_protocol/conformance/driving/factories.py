@@ -1,7 +1,11 @@
-"""Finding the object under test: ``MODULE:FACTORY`` specs, and telling which kind it is.
+"""Finding the object under test: specs, factories, and which kind a target is.
 
 A target is whatever ``FACTORY(ctx)`` returns: a ``ModelState`` (every clause applies)
-or a runner-level ``MMEmbeddingGatherer`` (the gather, error and signature clauses).
+or a runner-level ``MMEmbeddingGatherer`` (the gather, error and signature clauses). A
+spec is ``MODULE:FACTORY``, or ``ADAPTER:...`` for a target an installed adapter builds
+(``vllm:MODULE:CLASS``: a vLLM class, built as vLLM builds it, see
+:mod:`rtmm_protocol.adapters.vllm`), which also names the class the target derives from,
+so that the suite can tell the target's own failures from inherited ones.
 """
 
 from __future__ import annotations
@@ -9,23 +13,76 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 # Imported for its side effect first: the comparison functions the verdicts use are
 # bound before a factory module (target code) is imported by load_factory.
 from rtmm_protocol.testing import comparisons  # noqa: F401  # isort: skip
+from rtmm_protocol.compat import adapt_legacy_gatherer
 from rtmm_protocol.conformance.catalog import TargetKind
-from rtmm_protocol.conformance.driving.context import Factory
+from rtmm_protocol.conformance.driving.context import ConformanceContext, Factory
 
 __all__ = [
+    "ADAPTERS",
+    "CompatFactory",
     "FactorySpecError",
+    "Target",
     "detect_kind",
     "factory_spec_of",
     "load_factory",
+    "load_target",
     "parse_factory_spec",
 ]
+
+#: Spec prefix -> the module whose ``load_target(rest)`` builds such targets.
+ADAPTERS: Mapping[str, str] = {"vllm": "rtmm_protocol.adapters.vllm"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a spec names: the factory, the spec that rebuilds it, and what it derives from.
+
+    ``baseline`` builds the class the target derives from (an engine's own class), run on
+    the same draws to tell failures the target inherited from its own; ``baseline_label``
+    names it in reports; ``environment`` adds versions to the report (the engine's, say).
+    """
+
+    factory: Factory
+    spec: str
+    baseline: Factory | None = None
+    baseline_label: str = ""
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+class CompatFactory:
+    """``factory``'s targets wrapped in the rename's compat adapter (a T2 migration run).
+
+    A class, not a closure, so that a worker process can receive it.
+    """
+
+    def __init__(self, factory: Factory) -> None:
+        self.factory = factory
+
+    def __call__(self, ctx: ConformanceContext) -> object:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the report says it instead
+            return adapt_legacy_gatherer(self.factory(ctx), ctx.encoder_cache)  # type: ignore[arg-type]
+
+
+def load_target(spec: str, search_dirs: Sequence[Path] = ()) -> Target:
+    """The target a ``--conformance`` spec names (see the module docstring)."""
+    prefix, _, rest = spec.partition(":")
+    if prefix in ADAPTERS and rest.count(":") == 1:
+        loaded = importlib.import_module(ADAPTERS[prefix]).load_target(rest)
+        return Target(
+            loaded.factory, spec, loaded.baseline, loaded.baseline_label, loaded.environment
+        )
+    return Target(load_factory(spec, search_dirs), spec)
+
 
 _SPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
 
@@ -122,7 +179,7 @@ def _shadowing(name: str) -> str:
     for depth in range(1, len(parts) + 1):
         module = sys.modules.get(".".join(parts[:depth]))
         if module is not None and getattr(module, "__file__", None) is None:
-            folders = ", ".join(getattr(module, "__path__", []))
+            folders = ", ".join(dict.fromkeys(getattr(module, "__path__", [])))
             return (
                 f": {'.'.join(parts[:depth])!r} was imported from the folder {folders}, "
                 "which has no __init__.py, as an empty namespace package that shadows the "

@@ -32,6 +32,15 @@ _SYMBOLS = {
     "not run": "not run",
 }
 _NOT_RUN = "-"
+_STANDARD_ENVIRONMENT = {
+    "rtmm_protocol",
+    "protocol",
+    "torch",
+    "cuda",
+    "python",
+    "platform",
+    "device",
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class Column:
     outcomes: Mapping[str, str]
     summary: str
     versions: str
-    #: Check ID -> the number of the cause it fails with.
+    #: Check ID -> the number of the cause it fails with (", inherited" when inherited).
     cause_of: Mapping[str, str] = field(default_factory=dict)
     #: ``(number, title, checks)`` of each cause, in the report's order.
     causes: Sequence[tuple[str, str, int]] = ()
@@ -78,16 +87,19 @@ def load_column(argument: str) -> Column:
     }
     summary = data.get("summary", {})
     env = data.get("environment", {})
-    versions = (
-        f"rtmm-protocol {env.get('rtmm_protocol', '?')}, torch {env.get('torch', '?')}, "
-        f"{env.get('device', '?')}"
-    )
+    # The engine's own versions (an adapter's ``vllm``, say) come after the package's.
+    engines = [f"{k} {v}" for k, v in env.items() if k not in _STANDARD_ENVIRONMENT]
+    versions = ", ".join(
+        [f"rtmm-protocol {env.get('rtmm_protocol', '?')}", f"torch {env.get('torch', '?')}",
+         *engines, str(env.get("device", "?"))]
+    )  # fmt: skip
     line = str(summary.get("line", "")).removeprefix("conformance: ")
     cause_of = {}
     for entry in data.get("checks", []):
         cause = entry.get("cause") if isinstance(entry, dict) else None
         if isinstance(cause, dict) and "id" in cause:
-            cause_of[str(entry["id"])] = str(cause["id"])
+            inherited = entry.get("origin") == "inherited" and data.get("baseline")
+            cause_of[str(entry["id"])] = str(cause["id"]) + (", inherited" if inherited else "")
     causes = [
         (str(c.get("id", "?")), str(c.get("title", "")), len(c.get("checks", [])))
         for c in data.get("causes", [])

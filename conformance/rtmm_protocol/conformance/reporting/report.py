@@ -29,12 +29,13 @@ __all__ = [
     "ConformanceReport",
     "aggregate",
     "clause_order",
+    "rerun_command",
 ]
 
-#: Identifies the JSON layout (the ``schema`` field); see :mod:`.report_schema`.
-REPORT_SCHEMA = "rtmm-conformance-report/2"
-#: Layouts ``python -m rtmm_protocol matrix`` reads (version 1 had no causes).
-READABLE_REPORT_SCHEMAS = ("rtmm-conformance-report/1", REPORT_SCHEMA)
+#: Identifies the JSON layout (the ``schema`` field); see :mod:`.schema`.
+REPORT_SCHEMA = "rtmm-conformance-report/3"
+#: Layouts ``python -m rtmm_protocol matrix`` reads (1 had no causes; 2 no origins).
+READABLE_REPORT_SCHEMAS = ("rtmm-conformance-report/1", "rtmm-conformance-report/2", REPORT_SCHEMA)
 
 # Which outcome a check shows when its modes disagree: the first one present.
 _PRECEDENCE = (
@@ -58,6 +59,16 @@ def clause_order(clause: str) -> tuple[int, int]:
     return (0 if clause.startswith("T") else 1, index)
 
 
+def rerun_command(target: str, seed: object, device: str, label: str) -> str:
+    """The command that reruns one check in one mode (its failure shows the replay)."""
+    parts = ["pytest", f"--conformance={target}"]
+    if seed is not None and seed != DEFAULT_SEED:
+        parts.append(f"--conformance-seed={seed}")
+    if device.startswith("cuda"):
+        parts.append(f"--conformance-device={device}")
+    return " ".join([*parts, f"'{NODE_PREFIX}::{label}'"])
+
+
 @dataclass(frozen=True)
 class CheckSummary:
     """One check over all the modes it ran in."""
@@ -66,6 +77,18 @@ class CheckSummary:
     outcome: Outcome
     reason: str
     modes: tuple[CheckResult, ...]
+
+    @property
+    def origin(self) -> str | None:
+        """``own`` if a failing mode is the target's own, ``inherited`` if all are
+        inherited, ``None`` when the check does not fail."""
+        origins = {r.origin or "own" for r in self.modes if r.outcome in FAILING_OUTCOMES}
+        return None if not origins else "own" if "own" in origins else "inherited"
+
+    @property
+    def via_compat(self) -> bool:
+        """Whether the check ran through the rename's compat adapter."""
+        return any(r.via_compat for r in self.modes)
 
 
 def aggregate(info: CheckInfo, results: Sequence[CheckResult]) -> CheckSummary:
@@ -102,8 +125,9 @@ class ConformanceReport:
     stale_expected_failures: list[str] = field(default_factory=list)
     unknown_expected_failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
     interrupted: bool = False
+    #: The class the target derives from, whose failures count as inherited ("" if none).
+    baseline: str = ""
 
     def checks(self) -> list[CheckSummary]:
         """One row per selected check, in clause order (catalog order within a clause)."""
@@ -134,12 +158,13 @@ class ConformanceReport:
         return not self.interrupted and all(r.outcome is not Outcome.NOT_RUN for r in self.results)
 
     def counts(self) -> Counter[str]:
-        """Checks per outcome, with failures split by level."""
+        """Checks per outcome, with failures split by level and by origin (``failed_own``)."""
         counts: Counter[str] = Counter()
         for row in self.checks():
             key = row.outcome.value
             if row.outcome is Outcome.FAILED:
                 key = f"failed_{row.info.level.lower()}"
+                counts["failed_own"] += row.origin == "own"
             counts[key] += 1
         return counts
 
@@ -181,6 +206,12 @@ class ConformanceReport:
                 _plural(stale, "stale expected-failure entry").replace("entrys", "entries")
             )
         line = "conformance: " + ", ".join(parts)
+        if self.baseline:
+            failed = counts["failed_must"] + counts["failed_should"]
+            line += (
+                f" -- {_plural(counts['failed_own'], 'failure')} of yours, "
+                f"{failed - counts['failed_own']} inherited from {self.baseline}"
+            )
         if not self.complete:
             line += " -- INCOMPLETE: " + (
                 "the run was interrupted" if self.interrupted else "not every check ran"
@@ -233,17 +264,8 @@ class ConformanceReport:
 
     def rerun_command(self, result: CheckResult) -> str:
         """The command that reruns one check in one mode (its failure shows the replay)."""
-        if result.rerun:
-            return result.rerun.removeprefix("rerun: ")
-        parts = ["pytest", f"--conformance={self.target}"]
-        seed = self.settings.get("seed")
-        if seed is not None and seed != DEFAULT_SEED:
-            parts.append(f"--conformance-seed={seed}")
         device = str(self.settings.get("device", "cpu"))
-        if device.startswith("cuda"):
-            parts.append(f"--conformance-device={device}")
-        parts.append(f"'{NODE_PREFIX}::{result.label}'")
-        return " ".join(parts)
+        return rerun_command(self.target, self.settings.get("seed"), device, result.label)
 
     def should_details(self) -> str:
         """The full details of every SHOULD failure reported as a warning."""
@@ -264,8 +286,13 @@ class ConformanceReport:
         for row in self.checks():
             reason = " ".join(row.reason.split())
             numbers = sorted({c.id for c in causes for r in row.modes if r in c.results}, key=int)
-            if numbers:
-                reason = f"[cause {', '.join(numbers)}] {reason}"
+            tags = [f"cause {', '.join(numbers)}"] if numbers else []
+            if self.baseline and row.origin:
+                tags.append(row.origin)
+            if row.via_compat:
+                tags.append("via compat")
+            if tags:
+                reason = f"[{'; '.join(tags)}] {reason}"
             rows.append((row.info.clause, row.info.level, row.info.id, row.outcome.value, reason))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = [
@@ -278,8 +305,19 @@ class ConformanceReport:
             *(f"stale expected failure: {s}" for s in self.stale_expected_failures),
             *(f"expected failure matching no check: {s}" for s in self.unknown_expected_failures),
             *self.notes,
+            *([self.compat_note()] if self.compat_note() else []),
         ]
         return "\n".join([*lines, *extra])
+
+    def compat_note(self) -> str:
+        """Which checks ran through the rename's compat adapter, in words ("" if none)."""
+        via = [row.info.id for row in self.checks() if row.via_compat]
+        if not via:
+            return ""
+        return (
+            "via compat: the target still names computed_prefill_lens (T2), so these checks "
+            f"ran through rtmm_protocol.compat's adapter: {', '.join(via)}"
+        )
 
     def to_json(self) -> dict[str, object]:
         """The report as JSON-ready data (see :data:`REPORT_SCHEMA`)."""
@@ -299,6 +337,7 @@ class ConformanceReport:
         return {
             "schema": REPORT_SCHEMA,
             "target": self.target,
+            "baseline": self.baseline or None,
             "kind": self.kind,
             "settings": self.settings,
             "environment": self.environment,
@@ -310,6 +349,7 @@ class ConformanceReport:
                 "passed": counts["passed"],
                 "failed_must": counts["failed_must"],
                 "failed_should": counts["failed_should"],
+                "failed_own": counts["failed_own"],
                 "warnings": counts["warning"],
                 "blocked": counts["blocked"],
                 "skipped": counts["skipped"],
@@ -318,6 +358,7 @@ class ConformanceReport:
                 "not_run_items": sum(1 for r in self.results if r.outcome is Outcome.NOT_RUN),
                 "items": len(self.results),
                 "causes": len(causes),
+                "via_compat": [row.info.id for row in self.checks() if row.via_compat],
             },
             "causes": [
                 {
@@ -343,6 +384,8 @@ class ConformanceReport:
                     "outcome": row.outcome.value,
                     "reason": row.reason,
                     "cause": row_cause(row),
+                    "origin": row.origin,
+                    "via_compat": row.via_compat,
                     "modes": {
                         (r.mode or "any"): {
                             "outcome": r.outcome.value,
@@ -350,6 +393,9 @@ class ConformanceReport:
                             "details": r.details,
                             "duration_s": round(r.duration_s, 4),
                             "cause": cause_ref(r),
+                            "origin": (r.origin or "own")
+                            if r.outcome in FAILING_OUTCOMES
+                            else None,
                         }
                         for r in row.modes
                     },

@@ -104,8 +104,9 @@ class CheckResult:
 
     A failure also carries what groups it with others (``cause_key``: the error's type
     and place in the target, or the smallest failing case; ``cause_title``: that in
-    words), the Python that replays it (``replay``) and the command that reruns it
-    (``rerun``, set by the pytest plugin).
+    words), the Python that replays it (``replay``), and ``origin``: ``"inherited"`` when
+    the class the target derives from fails the same way on the same draws, else
+    ``"own"``. ``via_compat`` marks a check run through the rename's compat adapter.
     """
 
     check_id: str
@@ -117,7 +118,8 @@ class CheckResult:
     cause_key: str = ""
     cause_title: str = ""
     replay: str = ""
-    rerun: str = ""
+    origin: str | None = None
+    via_compat: bool = False
 
     @property
     def label(self) -> str:

@@ -5,9 +5,12 @@ final verdicts.
 otherwise, see :mod:`.workers`), resolves the device there and learns the target's kind.
 :class:`SuiteRunner` then runs one check in one mode at a time and remembers the result,
 so the prerequisite of many checks runs once. A check whose worker crashes or hangs
-fails; later calls into the entry point that hung are blocked, not waited out. Raw
-outcomes become the reported ones through :func:`judge` (the check's level, strict mode,
-the expected-failures file).
+fails; later calls into the entry point that hung are blocked, not waited out. A gatherer
+from before the ``num_computed_tokens`` rename fails T2, and its behavioural checks run
+through the compat adapter instead of being blocked. A failure is checked against the
+class the target derives from, when there is one: same failure, same draws, *inherited*.
+Raw outcomes become the reported ones through :func:`judge` (the check's level, strict
+mode, the expected-failures file).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from rtmm_protocol.conformance.catalog import CheckInfo, TargetKind, version_key
 from rtmm_protocol.conformance.checks.all_checks import implementations
 from rtmm_protocol.conformance.checks.registry import CheckImpl
 from rtmm_protocol.conformance.driving.context import Factory, Mode
+from rtmm_protocol.conformance.driving.factories import CompatFactory, Target
 from rtmm_protocol.conformance.reporting.causes import (
     Frame,
     cause_of_frames,
@@ -50,6 +54,10 @@ from rtmm_protocol.conformance.settings import RunSettings
 
 __all__ = ["PlannedCheck", "SuiteRunner", "judge", "open_runner"]
 
+#: The check a gatherer from before the rename fails; its dependents then run via compat.
+_RENAME_CHECK = "T2-no-renamed-parameters"
+_VIA_COMPAT = "via compat"
+
 
 @dataclass(frozen=True)
 class PlannedCheck:
@@ -72,8 +80,7 @@ class SuiteRunner:
 
     def __init__(
         self,
-        factory: Factory,
-        factory_spec: str,
+        target: Target,
         settings: RunSettings,
         probe: Probe,
         executor: Executor,
@@ -82,8 +89,8 @@ class SuiteRunner:
         notes: Sequence[str] = (),
         checks: Mapping[str, CheckImpl] | None = None,
     ) -> None:
-        self.factory = factory
-        self.factory_spec = factory_spec
+        self.target = target
+        self.factory_spec = target.spec
         self.settings = settings
         self.probe = probe
         self.kind: TargetKind = probe.kind or "model_state"
@@ -118,9 +125,9 @@ class SuiteRunner:
         self.executor.close()
 
     def _run(self, impl: CheckImpl, mode: Mode | None) -> CheckResult:
-        blocked = self._prerequisite_verdict(impl, mode)
-        if blocked is not None:
-            return blocked
+        verdict = self._prerequisite_verdict(impl, mode)
+        if isinstance(verdict, CheckResult):
+            return verdict
         if impl.needs_cuda and self.settings.device.type != "cuda":
             return CheckResult(
                 impl.id,
@@ -128,26 +135,49 @@ class SuiteRunner:
                 Outcome.SKIPPED,
                 "needs a CUDA device (run with --conformance-device=cuda where one is present)",
             )
+        factory, baseline = self.target.factory, self.target.baseline
+        if verdict == _VIA_COMPAT:
+            factory, baseline = CompatFactory(factory), baseline and CompatFactory(baseline)
+        result = self._execute(factory, impl, mode, self.hangs)
+        if result.outcome is Outcome.FAILED:
+            result = replace(result, origin=self._origin(baseline, impl, mode, result))
+        return replace(result, via_compat=verdict == _VIA_COMPAT)
+
+    def _execute(
+        self, factory: Factory, impl: CheckImpl, mode: Mode | None, hangs: list[Hang]
+    ) -> CheckResult:
+        """Run one check on ``factory``'s targets where the checks run, and say how it ended."""
         start = time.perf_counter()
         outcome = self.executor.call(
             run_check,
-            self.factory,
+            factory,
             self.factory_spec,
             self.settings,
             self.kind,
             impl.id,
             mode,
-            tuple(self.hangs),
+            tuple(hangs),
             not isinstance(self.executor, InProcess),
             limit_s=self.settings.timeout_s,
         )
         if isinstance(outcome, Crashed):
             result = self._crashed(impl.info, mode, outcome)
         elif isinstance(outcome, TimedOut):
-            result = self._hung(impl.info, mode, outcome)
+            result = self._hung(impl.info, mode, outcome, hangs)
         else:
             return outcome
         return replace(result, duration_s=time.perf_counter() - start)
+
+    def _origin(
+        self, baseline: Factory | None, impl: CheckImpl, mode: Mode | None, failure: CheckResult
+    ) -> str:
+        """``inherited`` when the baseline fails this check the same way on the same draws."""
+        if baseline is None:
+            return "own"
+        base = self._execute(baseline, impl, mode, [])  # its hangs are not the target's
+        keys = set(failure.cause_key.split("|")) - {""}
+        same = base.outcome is Outcome.FAILED and bool(keys & set(base.cause_key.split("|")))
+        return "inherited" if same else "own"
 
     def _crashed(self, info: CheckInfo, mode: Mode | None, crash: Crashed) -> CheckResult:
         stacks = parse_stack_dump(crash.stack)
@@ -164,12 +194,14 @@ class SuiteRunner:
         result = failed(info, mode, self.settings, reason, details)
         return replace(result, cause_key=keys.encode(), cause_title=keys.title)
 
-    def _hung(self, info: CheckInfo, mode: Mode | None, timeout: TimedOut) -> CheckResult:
+    def _hung(
+        self, info: CheckInfo, mode: Mode | None, timeout: TimedOut, hangs: list[Hang]
+    ) -> CheckResult:
         stacks = parse_stack_dump(timeout.stack)
         frames = next((s for s in stacks if _has_suite_frame(s)), [])
         label = info.id if mode is None else f"{info.id}[{mode}]"
         hang = Hang.from_stack(label, frames)
-        self.hangs.append(hang)
+        hangs.append(hang)
         reason = (
             f"did not finish within {timeout.limit_s:g} s: the target hangs or is very slow "
             f"in {hang.what}"
@@ -184,7 +216,10 @@ class SuiteRunner:
         result = failed(info, mode, self.settings, reason, details)
         return replace(result, cause_key=keys.encode(), cause_title=keys.title)
 
-    def _prerequisite_verdict(self, impl: CheckImpl, mode: Mode | None) -> CheckResult | None:
+    def _prerequisite_verdict(self, impl: CheckImpl, mode: Mode | None) -> CheckResult | str | None:
+        """``None`` to run the check, :data:`_VIA_COMPAT` to run it through the compat
+        adapter (the target failed T2 only for the rename), or the result it gets instead."""
+        compat = None
         for prerequisite in impl.prerequisites:
             other = self.checks.get(prerequisite)
             if other is None:
@@ -192,6 +227,9 @@ class SuiteRunner:
             modes: list[Mode | None] = [mode] if mode in other.modes else list(other.modes)
             results = [self.run(prerequisite, m) for m in modes]
             failed_ = [r for r in results if r.outcome in (Outcome.FAILED, Outcome.BLOCKED)]
+            if failed_ and prerequisite == _RENAME_CHECK and self.probe.legacy:
+                compat = _VIA_COMPAT
+                continue
             if failed_:
                 first = failed_[0]
                 # Name the check that failed at the root, not the one in between.
@@ -203,16 +241,17 @@ class SuiteRunner:
                 return CheckResult(impl.id, mode, Outcome.BLOCKED, reason)
             if results and all(r.outcome is Outcome.SKIPPED for r in results):
                 return CheckResult(impl.id, mode, Outcome.SKIPPED, results[0].reason)
-        return None
+        return compat
 
 
-def open_runner(factory: Factory, factory_spec: str, settings: RunSettings) -> SuiteRunner:
-    """A runner for the target ``factory`` builds, its checks placed as ``settings`` asks.
+def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
+    """A runner for the target ``target`` names, its checks placed as ``settings`` asks.
 
     Resolves the device and builds the target once, both where the checks will run, so
     that this process never initialises CUDA when a worker runs them. Raises
     ``ValueError`` for a device that is not there and for an isolation that cannot be had.
     """
+    factory = target.factory
     executor, note = _executor_for(settings.isolation, factory)
     try:
         choice = executor.call(resolve_device, settings, limit_s=settings.timeout_s)
@@ -230,12 +269,11 @@ def open_runner(factory: Factory, factory_spec: str, settings: RunSettings) -> S
     elif isinstance(probed, TimedOut):
         probed = Probe(None, f"the factory did not return within {probed.limit_s:g} s")
     return SuiteRunner(
-        factory,
-        factory_spec,
+        target,
         settings,
         probed,
         executor,
-        environment=choice.environment,
+        environment={**choice.environment, **target.environment},
         notes=[note] if note else [],
     )
 

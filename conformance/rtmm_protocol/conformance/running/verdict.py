@@ -18,6 +18,7 @@ import numpy
 import torch
 import torch.nn.functional
 
+from rtmm_protocol.compat import is_legacy_gatherer
 from rtmm_protocol.conformance.catalog import CLAUSES, CheckInfo, TargetKind, spec_anchor
 from rtmm_protocol.conformance.checks.all_checks import implementations
 from rtmm_protocol.conformance.driving.check_run import CheckRun
@@ -72,10 +73,12 @@ def resolve_device(settings: RunSettings) -> DeviceChoice:
 
 @dataclass(frozen=True)
 class Probe:
-    """What building the target once told: its kind, or why it could not be told."""
+    """What building the target once told: its kind, or why it could not be told, and
+    whether it is a gatherer from before the ``num_computed_tokens`` rename (T2)."""
 
     kind: TargetKind | None
     note: str
+    legacy: bool = False
 
 
 def probe_target(factory: Factory, settings: RunSettings) -> Probe:
@@ -108,7 +111,7 @@ def probe_target(factory: Factory, settings: RunSettings) -> Probe:
             return Probe(
                 None, f"the factory returned a {type(target).__name__}, which is neither kind"
             )
-        return Probe(kind, "")
+        return Probe(kind, "", legacy=is_legacy_gatherer(target))
     return Probe(None, "the factory refused every mode (" + "; ".join(notes) + ")")
 
 
