@@ -34,7 +34,7 @@ class ToyModelConfig:
     enforce_eager: bool = True
     enable_prompt_embeds: bool = False
     uses_mrope: bool = False
-    uses_xdrope_dim: int = 0  # read by vLLM 0.28 to 0.30 (a second kind of multi-dimensional RoPE)
+    uses_xdrope_dim: int = 0  # read by vLLM 0.28 (another kind of multi-dimensional RoPE)
     is_mm_prefix_lm: bool = False
     multimodal_config: None = None
 
