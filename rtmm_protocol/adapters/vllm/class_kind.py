@@ -23,6 +23,7 @@ __all__ = [
     "VllmClassKind",
     "classify",
     "defined_by_vllm",
+    "vllm_classes",
 ]
 
 #: ``model_state``: built as ``CLASS(vllm_config, model, encoder_cache, device)`` and
@@ -54,6 +55,15 @@ def _vllm_class(where: str) -> type:
     return cls
 
 
+def vllm_classes() -> tuple[type, type]:
+    """vLLM's ``ModelState`` and ``EncoderRunner``, imported quietly.
+
+    Import them before a user's module, which imports them too: vLLM's import-time
+    warnings are then silenced once, here, and the user's module imports nothing new.
+    """
+    return _vllm_class(MODEL_STATE_CLASS), _vllm_class(ENCODER_RUNNER_CLASS)
+
+
 def defined_by_vllm(cls: type) -> bool:
     """Whether ``cls`` is defined in the ``vllm`` package."""
     module = getattr(cls, "__module__", "") or ""
@@ -67,9 +77,10 @@ def classify(cls: type, spec: str) -> VllmClassKind:
     ``cls`` derives from neither of vLLM's two classes.
     """
     level: Level
-    if issubclass(cls, _vllm_class(MODEL_STATE_CLASS)):
+    model_state, encoder_runner = vllm_classes()
+    if issubclass(cls, model_state):
         level = "model_state"
-    elif issubclass(cls, _vllm_class(ENCODER_RUNNER_CLASS)):
+    elif issubclass(cls, encoder_runner):
         level = "encoder_runner"
     else:
         bases = ", ".join(f"{b.__module__}.{b.__qualname__}" for b in cls.__mro__[1:])

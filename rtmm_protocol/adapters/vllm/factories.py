@@ -30,7 +30,7 @@ import torch
 
 from rtmm_protocol.adapters.vllm.availability import import_vllm
 from rtmm_protocol.adapters.vllm.cache_view import vllm_encoder_cache
-from rtmm_protocol.adapters.vllm.class_kind import Level, classify
+from rtmm_protocol.adapters.vllm.class_kind import Level, classify, vllm_classes
 from rtmm_protocol.adapters.vllm.class_spec import ClassSpec
 from rtmm_protocol.adapters.vllm.contract_names import with_contract_names
 from rtmm_protocol.adapters.vllm.model_config import ToyModelConfig, vllm_config_for
@@ -82,6 +82,7 @@ class VllmFactory:
 
     def target_class(self) -> type:
         """The class this factory builds: the named class with the contract's names added."""
+        vllm_classes()  # quietly, before the user's module imports them
         cls = self.spec.import_class()
         kind = classify(cls, str(self.spec))
         if kind.level != self.level:

@@ -12,11 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rtmm_protocol.adapters.vllm.availability import import_vllm
-from rtmm_protocol.adapters.vllm.class_kind import (
-    ENCODER_RUNNER_CLASS,
-    MODEL_STATE_CLASS,
-    classify,
-)
+from rtmm_protocol.adapters.vllm.class_kind import classify, vllm_classes
 from rtmm_protocol.adapters.vllm.class_spec import ClassSpec, parse_class_spec
 from rtmm_protocol.adapters.vllm.factories import VllmFactory
 
@@ -54,9 +50,7 @@ def load_target(spec: str) -> VllmTarget:
     """
     class_spec = parse_class_spec(spec)
     vllm = import_vllm()
-    # vLLM's own classes first, quietly: the user's module then imports them at no cost.
-    for where in (MODEL_STATE_CLASS, ENCODER_RUNNER_CLASS):
-        import_vllm(where.partition(":")[0])
+    vllm_classes()  # quietly, before the user's module imports them
     cls = class_spec.import_class()
     kind = classify(cls, str(class_spec))
     version = str(vllm.__version__)
