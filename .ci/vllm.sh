@@ -22,22 +22,53 @@ VENV=.ci/vllm-venv
 VERSIONS=${RTMM_VLLM_VERSIONS:-0.33.0 0.28.0}
 REPORTED=0.33.0  # the release of examples/engine_reports/reports/vllm-*.json
 PY="$VENV/bin/python"
+LOGS=$(mktemp -d)
+trap 'rm -rf "$LOGS"' EXIT
 
 step() { printf '\n==> %s\n' "$*"; }
 timed() { local start=$SECONDS; "$@"; echo "    ($(( SECONDS - start )) s)"; }
 
-# suite VERSION LEVEL SPEC: the suite against SPEC, strict, with the level's known gaps.
+# suite VERSION LEVEL SPEC: the suite against SPEC, strict, with the level's known gaps;
+# its output goes to $LOGS/vllm-VERSION-LEVEL.log.
 suite() {
   local version=$1 level=$2 spec=$3
-  local gaps="examples/vllm_${level//-/_}/known-gaps-vllm-$version.txt"
-  local report=".ci/vllm-$version-$level.json"
-  step "conformance suite against vLLM $version: --conformance=vllm:$spec (strict, $gaps)"
-  timed "$PY" -m pytest "--conformance=vllm:$spec" "--conformance-xfail=$gaps" \
-    --conformance-strict "--conformance-report=$report" -p no:cacheprovider -q -rfE
+  "$PY" -m pytest "--conformance=vllm:$spec" \
+    "--conformance-xfail=examples/vllm_${level//-/_}/known-gaps-vllm-$version.txt" \
+    --conformance-strict "--conformance-report=.ci/vllm-$version-$level.json" \
+    -p no:cacheprovider -q -rfE >"$LOGS/vllm-$version-$level.log" 2>&1
+}
+
+# suites VERSION: both levels at once (each run is a process of its own and mostly waits on
+# one core), then their logs; for the release of the committed reports, the comparison.
+suites() {
+  local version=$1 status=0 level
+  step "conformance suite against vLLM $version by class name, both levels at once (strict, known gaps)"
+  local start=$SECONDS
+  suite "$version" model-state vllm.v1.worker.gpu.model_states.default:DefaultModelState &
+  local model_state=$!
+  suite "$version" encoder-runner vllm.v1.worker.gpu.mm.encoder_runner:EncoderRunner &
+  local encoder_runner=$!
+  wait "$model_state" || status=1
+  wait "$encoder_runner" || status=1
+  echo "    ($(( SECONDS - start )) s)"
+  for level in model-state encoder-runner; do
+    printf -- '--- vLLM %s, %s: the end of its output, without vLLM log lines\n' "$version" "$level"
+    { grep -v -E '^(INFO|WARNING) [0-9-]+ |vllm\._C|Triton not' "$LOGS/vllm-$version-$level.log" || true; } |
+      tail -n 25
+  done
+  [ "$status" = 0 ] || { echo "vllm.sh: a suite run failed against vLLM $version (logs above)" >&2; return 1; }
   if [ "$version" = "$REPORTED" ]; then
-    "$PY" examples/engine_reports/compare.py "examples/engine_reports/reports/vllm-$level.json" \
-      "$report"
+    for level in model-state encoder-runner; do
+      "$PY" examples/engine_reports/compare.py "examples/engine_reports/reports/vllm-$level.json" \
+        ".ci/vllm-$version-$level.json"
+    done
   fi
+}
+
+# pip lists every requirement of vLLM that the CPU-only install leaves out (a CUDA torch,
+# FlashInfer...) after each install into the environment: expected, so not shown.
+quiet_pip() {
+  "$@" 2> >(grep -v -E "requires .*, which is not installed|which is incompatible|dependency resolver does not currently" >&2)
 }
 
 installed_project=0
@@ -45,7 +76,7 @@ for version in $VERSIONS; do
   step "vLLM $version (CPU-only) in $VENV"
   timed bash tools/install_vllm_cpu.sh "$VENV" --vllm "$version"
   if [ "$installed_project" = 0 ]; then
-    timed "$PY" -m pip install --disable-pip-version-check -q -e ".[conformance]"
+    timed quiet_pip "$PY" -m pip install --disable-pip-version-check -q -e ".[conformance]"
     installed_project=1
   fi
   "$PY" -c "import vllm, torch, rtmm_protocol; print('vllm', vllm.__version__, '| torch', torch.__version__, '| rtmm-protocol', rtmm_protocol.__version__)"
@@ -54,8 +85,7 @@ for version in $VERSIONS; do
   timed "$PY" -m pytest tests/test_vllm_adapter.py tests/suite/test_engine_examples.py \
     -p no:cacheprovider -q
 
-  suite "$version" model-state vllm.v1.worker.gpu.model_states.default:DefaultModelState
-  suite "$version" encoder-runner vllm.v1.worker.gpu.mm.encoder_runner:EncoderRunner
+  suites "$version"
 done
 
 echo
