@@ -15,7 +15,8 @@
 #   VENV/bin/pip install -e ".[conformance]"
 #
 # Supported: vLLM 0.28.0 to 0.33.x (the adapter's range); tested: 0.28.0 and 0.33.0.
-# On a machine that reaches PyPI, this takes about 2 to 4 minutes; see docs/engines.md.
+# Measured on a shared 2-core machine: about 4 to 6.5 minutes into a new environment, 1.5
+# minutes to swap releases (docs/engines.md has the details).
 #
 # Env: PYTHON (default python3) creates the environment; TORCH_INDEX_URL (default
 # https://download.pytorch.org/whl/cpu) is where the CPU build of torch is looked for.
