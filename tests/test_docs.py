@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import importlib.util
 import io
 import json
@@ -320,6 +321,83 @@ def test_site_builds_strictly_without_torch(built_site: Path) -> None:
         assert f'id="{clause}"' in spec_html, clause
     assert (built_site / "assets" / "batch-figure.svg").is_file()
     assert (built_site / "search" / "search_index.json").is_file()
+
+
+_PRE = re.compile(r"<pre\b[^>]*>(?P<body>.*?)</pre>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_MARKER_LINE = re.compile(r"^\s*#\s*docs-test:", re.M)
+
+
+def test_site_shows_no_docs_test_markers(built_site: Path) -> None:
+    """The docs tests' markers stay in the Markdown: no rendered code block shows one.
+
+    The pages do have marked blocks (the check would pass vacuously otherwise); the
+    search index, which holds the pages' text, is searched too.
+    """
+    marked = [
+        f"{block.page}:{block.line}"
+        for page in PAGES
+        for block in code_blocks(page)
+        if _MARKER_LINE.match(block.code)
+    ]
+    assert marked, "no page has a docs-test marker: this test would prove nothing"
+    shown = []
+    for page in built_site.rglob("*.html"):
+        for pre in _PRE.finditer(page.read_text("utf-8")):
+            text = html.unescape(_TAG.sub("", pre.group("body")))
+            shown += [
+                f"{page.relative_to(built_site)}: {line.strip()}"
+                for line in text.splitlines()
+                if _MARKER_LINE.match(line)
+            ]
+    index = json.loads((built_site / "search" / "search_index.json").read_text("utf-8"))
+    for doc in index["docs"]:
+        text = html.unescape(_TAG.sub("", doc.get("text", "")))
+        shown += [f"search index, {doc['location']}" for _ in re.finditer(r"#\s*docs-test:", text)]
+    assert shown == [], f"rendered docs-test markers (from {marked}):\n" + "\n".join(shown)
+
+
+def test_strip_markers_removes_only_a_blocks_first_line() -> None:
+    """The hook drops a marker that opens a block, indented or not, and nothing else."""
+    hook = _load("rtmm_docs_test_markers", DOCS / "_hooks" / "docs_test_markers.py")
+    page = "\n".join(
+        [
+            "Prose may quote `# docs-test: skip (why)`.",
+            "```python",
+            "# docs-test: needs-cuda",
+            "x = 1",
+            "# docs-test: skip (not a first line, so not a marker)",
+            "```",
+            "1. A list item:",
+            "",
+            "    ```python",
+            "    # docs-test: skip (needs vLLM)",
+            "    y = 2",
+            "    ```",
+            "````markdown",
+            "```python",
+            "# docs-test: skip (inside an outer block: its first line is the inner fence)",
+            "```",
+            "````",
+        ]
+    )
+    assert hook.strip_markers(page).split("\n") == [
+        "Prose may quote `# docs-test: skip (why)`.",
+        "```python",
+        "x = 1",
+        "# docs-test: skip (not a first line, so not a marker)",
+        "```",
+        "1. A list item:",
+        "",
+        "    ```python",
+        "    y = 2",
+        "    ```",
+        "````markdown",
+        "```python",
+        "# docs-test: skip (inside an outer block: its first line is the inner fence)",
+        "```",
+        "````",
+    ]
 
 
 class _ExternalRefs(HTMLParser):

@@ -5,6 +5,9 @@ the check catalog page marks the full table with ``<!-- check-catalog -->``. Bot
 filled at build time from the suite's catalog, which reads each check's decorator, so the pages cannot drift from
 the suite. A clause without a check, or a check naming a clause the specification page
 lacks, is logged as a warning, which fails ``mkdocs build --strict``.
+
+The same Markdown pass drops the docs tests' ``# docs-test:`` markers from code blocks
+(``docs_test_markers.py``), so that no rendered example shows one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from docs_test_markers import strip_markers
 from mkdocs.exceptions import PluginError
 from rtmm_docs_catalog import (
     CATALOG_MARKER,
@@ -49,7 +53,8 @@ def on_config(config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace the catalog markers of a page with the rendered checks."""
+    """Replace the catalog markers of a page with the rendered checks; drop docs-test markers."""
+    markdown = strip_markers(markdown)
     if CATALOG_MARKER in markdown:
         markdown = markdown.replace(CATALOG_MARKER, render_catalog(_checks, _clauses))
 
