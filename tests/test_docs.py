@@ -400,6 +400,76 @@ def test_strip_markers_removes_only_a_blocks_first_line() -> None:
     ]
 
 
+def _whole_words_hook() -> ModuleType:
+    return _load("rtmm_docs_whole_words", DOCS / "_hooks" / "whole_words.py")
+
+
+def test_keep_words_whole_wraps_text_only() -> None:
+    """Check IDs in text and the words of code in table cells get a span; tags do not."""
+    hook = _whole_words_hook()
+    page = (
+        '<p>See <a href="../checks/#G5-rows-match-mask"><code>G5-rows-match-mask</code></a>'
+        " and D1-D5.</p>"
+        '<table><tr><td><span id="G1-window-slots"></span><code>G1-window-slots</code></td>'
+        "<td><code>--conformance-report=PATH</code> or <code>pytest -k G3</code></td></tr>"
+        "</table>"
+        "<pre><code>rerun: 'rtmm-conformance::G3-realtime-decode-gathers[realtime]'</code></pre>"
+        '<script>var x = "G1-window-slots";</script>'
+    )
+    check = '<span class="rtmm-check-id">{}</span>'
+    word = '<span class="rtmm-code-word">{}</span>'
+    assert hook.keep_words_whole(page) == (
+        '<p>See <a href="../checks/#G5-rows-match-mask"><code>'
+        + check.format("G5-rows-match-mask")
+        + "</code></a> and D1-D5.</p>"
+        '<table><tr><td><span id="G1-window-slots"></span><code>'
+        + word.format("G1-window-slots")
+        + "</code></td><td><code>"
+        + word.format("--conformance-report=PATH")
+        + "</code> or <code>"
+        + word.format("pytest")
+        + " "
+        + word.format("-k")
+        + " "
+        + word.format("G3")
+        + "</code></td></tr></table><pre><code>rerun: 'rtmm-conformance::"
+        + check.format("G3-realtime-decode-gathers[realtime]")
+        + "'</code></pre>"
+        '<script>var x = "G1-window-slots";</script>'
+    )
+
+
+def test_site_keeps_every_check_id_whole(built_site: Path) -> None:
+    """Every check ID the built pages show sits in a span the stylesheet keeps on one line.
+
+    The browser test measures the result in Chromium; this one needs no browser.
+    """
+    hook = _whole_words_hook()
+    css = (built_site / "stylesheets" / "extra.css").read_text("utf-8")
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)  # comments may name the classes too
+    for css_class in (hook.CHECK_ID_CLASS, hook.CODE_WORD_CLASS):
+        rule = re.search(rf"\.{css_class}\b[^{{]*\{{(?P<body>[^}}]*)\}}", css)
+        assert rule is not None, f"the stylesheet has no rule for .{css_class}"
+        assert "white-space: nowrap" in rule.group("body"), css_class
+    checks = {c.id for c in catalog_tools.read_checks(catalog_tools.load_catalog_module())}
+    bare = []
+    shown = 0
+    for page in built_site.rglob("*.html"):
+        parts = re.split(r"(<[^>]*>)", page.read_text("utf-8"))
+        wrapped = False
+        for index, part in enumerate(parts):
+            if index % 2:
+                wrapped = re.search(r'class="rtmm-(check-id|code-word)"', part) is not None
+                continue
+            for found in re.finditer(r"\b[GCDRET][0-9]+(?:-[a-z0-9]+)+", part):
+                if found.group(0) in checks:
+                    shown += 1
+                    if not (wrapped and found.start() == 0):
+                        bare.append(f"{page.relative_to(built_site)}: {found.group(0)}")
+    assert shown > len(checks), "the site should show every check ID at least once"
+    assert bare == []
+
+
 class _ExternalRefs(HTMLParser):
     """Collects the URLs a page would load (scripts, styles, images, fonts, frames)."""
 

@@ -7,7 +7,9 @@ the suite. A clause without a check, or a check naming a clause the specificatio
 lacks, is logged as a warning, which fails ``mkdocs build --strict``.
 
 The same Markdown pass drops the docs tests' ``# docs-test:`` markers from code blocks
-(``docs_test_markers.py``), so that no rendered example shows one.
+(``docs_test_markers.py``), so that no rendered example shows one; and once a page is
+rendered, its check IDs and the words of code in its tables are kept whole
+(``whole_words.py``), so the browser never breaks one at a hyphen.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from rtmm_docs_catalog import (
     render_clause_checks,
     spec_clause_ids,
 )
+from whole_words import keep_words_whole
 
 log = logging.getLogger("mkdocs.hooks.check_catalog")
 
@@ -67,3 +70,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return render_clause_checks(clause, _checks)
 
     return CLAUSE_MARKER.sub(clause_checks, markdown)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Keep the rendered page's check IDs, and the words of code in its tables, whole."""
+    return keep_words_whole(html)
