@@ -257,6 +257,36 @@ def test_install_page_lists_every_extra() -> None:
     assert listed == extras
 
 
+def _torch_install_lines(page: Path) -> list[str]:
+    """The shell lines of ``page`` that install torch, as written."""
+    return [
+        line.strip()
+        for block in code_blocks(page)
+        if block.language in {"bash", "sh", "shell", "console"}
+        for line in block.code.splitlines()
+        if re.search(r"\bpip install\b.*\btorch\b", line)
+    ]
+
+
+def test_torch_install_lines_say_what_they_install_and_agree() -> None:
+    """README and install page give the same torch lines, each saying which build for whom.
+
+    From PyPI on Linux, ``pip install torch`` is the CUDA build; a CPU-only machine wants
+    the CPU index. A line that does not say which it is misleads one of the two.
+    """
+    readme = _torch_install_lines(REPO / "README.md")
+    install = _torch_install_lines(DOCS / "install.md")
+    assert readme, "the README shows no torch install line"
+    assert readme == install, "README.md and docs/install.md give different torch lines"
+    for line in readme:
+        command, _, comment = line.partition("#")
+        assert comment.strip(), f"{line!r} does not say what it installs, for whom"
+        if "download.pytorch.org/whl/cpu" in command:
+            assert "CPU build" in comment, line
+        else:
+            assert "CUDA build" in comment, line
+
+
 def test_batch_figure_is_current() -> None:
     """The committed SVG is exactly what the generator draws from the reference gather."""
     generator = _load("rtmm_docs_batch_figure", DOCS / "_gen" / "batch_figure.py")
