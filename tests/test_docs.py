@@ -24,15 +24,13 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from docs_pages import DOCS, NEEDS_CUDA, REPO, code_blocks
 
-REPO = Path(__file__).resolve().parent.parent
-DOCS = REPO / "docs"
 SPEC_PAGE = DOCS / "specification.md"
 
 #: Every clause of the contract, in specification order.
@@ -46,12 +44,6 @@ CLAUSES = (
     *(f"T{n}" for n in range(1, 4)),
 )
 
-_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
-_SKIP = re.compile(r"^#\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*$")
-_NEEDS_CUDA = re.compile(r"^#\s*docs-test:\s*needs-cuda\s*$")
-CUDA_SKIP_REASON = "needs a CUDA GPU"
-_FILE = re.compile(r"^#\s*file:\s*(?P<name>[\w./-]+\.py)\s*$")
-
 
 def _load(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
@@ -64,66 +56,6 @@ def _load(name: str, path: Path) -> ModuleType:
 
 
 catalog_tools = _load("rtmm_docs_catalog", DOCS / "_hooks" / "rtmm_docs_catalog.py")
-
-
-@dataclass(frozen=True)
-class CodeBlock:
-    """One fenced code block of a page."""
-
-    page: str
-    line: int  # 1-based line of the first code line
-    language: str
-    info: str  # everything after the fence, e.g. 'text title="Output"'
-    code: str
-
-    @property
-    def is_output(self) -> bool:
-        """An ``Output`` block shows what the Python block before it prints."""
-        return 'title="Output"' in self.info
-
-    @property
-    def skip_reason(self) -> str | None:
-        """Why this block does not run here, or ``None`` when it runs."""
-        first = self.code.split("\n", 1)[0].strip()
-        if _NEEDS_CUDA.match(first):
-            import torch
-
-            return None if torch.cuda.is_available() else CUDA_SKIP_REASON
-        match = _SKIP.match(first)
-        return None if match is None else match.group("reason").strip()
-
-    @property
-    def file_name(self) -> str | None:
-        match = _FILE.match(self.code.split("\n", 1)[0].strip())
-        return None if match is None else match.group("name")
-
-
-def code_blocks(path: Path) -> list[CodeBlock]:
-    """The fenced code blocks of a Markdown file, with their language and position."""
-    lines = path.read_text("utf-8").splitlines()
-    blocks: list[CodeBlock] = []
-    index = 0
-    while index < len(lines):
-        opening = _FENCE_OPEN.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        indent, fence = opening.group("indent"), opening.group("fence")
-        info = opening.group("info").strip()
-        language = info.split(" ", 1)[0].lstrip(".").lower()
-        body: list[str] = []
-        index += 1
-        start = index
-        while index < len(lines) and lines[index].strip() != fence:
-            line = lines[index]
-            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
-            index += 1
-        if index >= len(lines):
-            raise AssertionError(f"{path}:{start}: code fence {fence!r} is never closed")
-        index += 1
-        page = str(path.relative_to(DOCS))
-        blocks.append(CodeBlock(page, start + 1, language, info, "\n".join(body)))
-    return blocks
 
 
 PAGES = sorted(p for p in DOCS.rglob("*.md") if not p.relative_to(DOCS).parts[0].startswith("_"))
@@ -183,7 +115,7 @@ def test_skip_markers_give_reasons() -> None:
     for page in PAGES:
         for block in code_blocks(page):
             first = block.code.split("\n", 1)[0]
-            if "docs-test" in first and not _NEEDS_CUDA.match(first.strip()):
+            if "docs-test" in first and not NEEDS_CUDA.match(first.strip()):
                 assert block.skip_reason, f"{block.page}:{block.line}: malformed skip marker"
 
 
