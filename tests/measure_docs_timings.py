@@ -40,14 +40,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: The xdist variants, as the docs' table names them, and their extra pytest arguments.
+#: The xdist variants, as the docs' table names them (options as code, so that the page
+#: never breaks one at a hyphen), and their extra pytest arguments.
 XDIST_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("serial", ()),
-    ("-n 2", ("-n", "2")),
-    ("-n auto", ("-n", "auto")),
+    ("`-n 2`", ("-n", "2")),
+    ("`-n auto`", ("-n", "auto")),
 )
 #: The heavier setting: more random examples per check, as a nightly job might use.
 HEAVY_EXAMPLES = 100
+#: The two settings, as the docs' table names them, and their extra pytest arguments.
+XDIST_SETTINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("default examples", ()),
+    (f"`--conformance-examples={HEAVY_EXAMPLES}`", (f"--conformance-examples={HEAVY_EXAMPLES}",)),
+)
 _SUMMARY = re.compile(r"^conformance: .*$", re.M)
 
 
@@ -92,10 +98,7 @@ def _timed(
 
 def measure_xdist(rounds: int) -> tuple[list[Timing], str]:
     """Time every variant at the default and the heavier setting; return the summary line."""
-    settings = (
-        ("default examples", ()),
-        (f"--conformance-examples={HEAVY_EXAMPLES}", (f"--conformance-examples={HEAVY_EXAMPLES}",)),
-    )
+    settings = XDIST_SETTINGS
     timings = {
         (setting, label): Timing(f"{label}, {setting}", [])
         for setting, _ in settings
@@ -125,10 +128,10 @@ def measure_xdist(rounds: int) -> tuple[list[Timing], str]:
 
 def measure_typecheck(rounds: int) -> list[Timing]:
     """mypy --strict and the typecheck command, each with an empty and with a warm cache."""
-    mypy_cold = Timing("mypy --strict, empty cache", [])
-    mypy_warm = Timing("mypy --strict, warm cache", [])
-    command_cold = Timing("python -m rtmm_protocol typecheck, empty cache", [])
-    command_warm = Timing("python -m rtmm_protocol typecheck, warm cache", [])
+    mypy_cold = Timing("`mypy --strict`, empty cache", [])
+    mypy_warm = Timing("`mypy --strict`, warm cache", [])
+    command_cold = Timing("`python -m rtmm_protocol typecheck`, empty cache", [])
+    command_warm = Timing("`python -m rtmm_protocol typecheck`, warm cache", [])
     for round_index in range(rounds):
         with tempfile.TemporaryDirectory(prefix="rtmm-timings-") as scratch:
             project = Path(scratch)
