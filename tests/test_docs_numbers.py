@@ -288,19 +288,41 @@ def _sections(page: Path) -> list[tuple[str, str]]:
     return [(heading, "\n".join(lines)) for heading, lines in sections]
 
 
+def _prose_and_code(text: str) -> tuple[list[str], list[str]]:
+    """The stripped lines of ``text`` outside fenced code blocks, and those inside."""
+    prose: list[str] = []
+    code: list[str] = []
+    fence: str | None = None
+    for line in text.splitlines():
+        opening = _FENCE.match(line)
+        if opening is not None and (fence is None or opening.group(1) == fence):
+            fence = opening.group(1) if fence is None else None
+            continue
+        (prose if fence is None else code).append(line.strip())
+    return prose, code
+
+
 def test_timings_name_their_machine() -> None:
     """Every time a page quotes sits in a section that names the machine it was measured on.
 
-    A time-out is a setting, not a measurement, and does not count.
+    A time limit (a timeout) is a setting, not a measurement: a sentence or line that
+    names one does not count.
     """
     unlabelled = []
     for page in PAGES:
         for heading, text in _sections(page):
-            # One line of text, so that a phrase broken over two lines is found too.
-            flowing = " ".join(
-                line.strip() for line in text.splitlines() if "timeout" not in line.lower()
+            prose, code = _prose_and_code(text)
+            # Prose as one text, so that a phrase broken over two lines is found too, cut
+            # into sentences; code line by line.
+            pieces = [*re.split(r"(?<=[.!?])\s+", " ".join(prose)), *code]
+            quoted = sorted(
+                {
+                    match.group(0)
+                    for piece in pieces
+                    if not re.search(r"timeout|time limit", piece, re.I)
+                    for match in TIMING.finditer(piece)
+                }
             )
-            quoted = [match.group(0) for match in TIMING.finditer(flowing)]
             if quoted and MACHINE.search(text) is None:
                 unlabelled.append(f"{page.relative_to(REPO)} ({heading}): {quoted}")
     assert unlabelled == [], (
