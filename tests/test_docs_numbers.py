@@ -35,8 +35,10 @@ from rtmm_protocol.typecheck.cache import CACHE_DIR_ENV_VAR
 from rtmm_protocol.typecheck.static import find_pyright
 
 #: The pages whose numbers this file keeps honest: the README and the site's pages, but
-#: for those generated from measurements and reports kept elsewhere (the engines page,
-#: the performance page, the reference implementation guide, the changelog).
+#: for the engines and performance pages, whose numbers come from the committed engine
+#: reports and benchmark results (tests/test_engine_reports.py and the benchmark hook keep
+#: those), the reference implementation guide, which points to the performance page for
+#: its figures, and the changelog, which records what each version said at the time.
 OTHER_PAGES = {"engines.md", "performance.md", "reference-implementation.md", "changelog.md"}
 PAGES = [
     REPO / "README.md",
@@ -93,7 +95,7 @@ SHOWN_RUNS = (
     ShownRun(
         "docs/tutorial.md",
         "python tests/measure_docs_timings.py xdist --rounds 3",
-        "rtmm_protocol.conformance.targets:reference_model_state",
+        "rtmm_protocol.conformance:reference_model_state",
     ),
     ShownRun(
         "docs/write-your-own.md",
