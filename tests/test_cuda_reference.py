@@ -106,12 +106,15 @@ def test_plan_rows_on_the_device_equal_the_pieces_and_pick_up_writes(
     torch.testing.assert_close(out, cache.encoder_outputs["a"].detach(), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("realtime", [False, True])
 def test_real_path_on_the_device_equals_the_eager_merge(
-    cuda_device: torch.device, realtime: bool
+    cuda_device: torch.device, realtime: bool, dtype: torch.dtype
 ) -> None:
+    """The real path in each dtype engines serve in: rows copied, never recomputed, so
+    bfloat16 matches the eager merge exactly too."""
     state, model, cache = make_state(
-        realtime=realtime, max_num_tokens=MAX, hidden_size=HIDDEN, device=cuda_device
+        realtime=realtime, max_num_tokens=MAX, hidden_size=HIDDEN, dtype=dtype, device=cuda_device
     )
     _register(state)
     batch = _batch(24, cuda_device)
@@ -119,7 +122,7 @@ def test_real_path_on_the_device_equals_the_eager_merge(
     assert out is not None
     full = state.dummy_inputs_embeds(MAX)
     assert full is not None
-    assert out.device.type == "cuda"
+    assert (out.device.type, out.dtype) == ("cuda", dtype)
     assert out.untyped_storage().data_ptr() == full.untyped_storage().data_ptr()
     assert tuple(out.shape) == (24, HIDDEN)
     assert all(cache.encoder_outputs[k].device.type == "cuda" for k in ("p-img", "p-aud"))
