@@ -1,10 +1,5 @@
 """A real engine step for the real-path checks: features with encoder inputs, some outputs
-already cached, the rest scheduled for encoding.
-
-Outputs are computed by the context's own toy model, so a state that encodes an item
-and one that finds it cached see the same rows, and the merged embeddings can be
-recomputed eagerly for comparison.
-"""
+cached (by the context's own toy model, so they equal encoded ones), the rest scheduled."""
 
 from __future__ import annotations
 
@@ -73,12 +68,9 @@ def _input_seed(seed: int, identifier: str) -> int:
 
 
 def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool = True) -> RealStep:
-    """Build a target and load ``scenario`` with encoder inputs.
-
-    Features marked cached get their output computed now (and, with ``no_data``, every
-    other one of them loses its ``data``: precomputed outputs); every feature of a
-    batch request is scheduled, so no needed output can be missing.
-    """
+    """Build a target and load ``scenario`` with encoder inputs. Cached features get their
+    output now (with ``no_data``, every other one loses its ``data``); every feature of a
+    batch request is scheduled, so no needed output can be missing."""
     built = run.build(hidden_size=scenario.hidden_size)
     model = built.parts.model
     if not isinstance(model, (ToyReplaceModel, ToyRealtimeModel)):
