@@ -1,53 +1,92 @@
 #!/usr/bin/env bash
-# vLLM 0.33.0's own code as conformance targets: install vLLM CPU-only into .ci/vllm-venv,
-# install this project into it, and run the suite against both vLLM examples with their
-# known-gaps files. Fails on any failure the known-gaps files do not list; an entry whose
-# checks pass again (vLLM fixed it) is reported as stale in the run's table and JSON.
-# Reports: .ci/vllm-encoder-runner.json, .ci/vllm-model-state.json.
+# vLLM's own ModelRunner V2 classes as conformance targets, in each tested vLLM release.
 #
-#   bash .ci/vllm.sh            # from anywhere; about a minute to install, a minute to run
+# For each release: install it CPU-only into .ci/vllm-venv with the project's installer
+# (tools/install_vllm_cpu.sh; a second release swaps vLLM only), run the adapter's tests,
+# then the suite at its defaults against vLLM's classes by name
+# (--conformance=vllm:MODULE:CLASS) with their known-gaps files and --conformance-strict:
+# a failure a file does not list fails, and so does an entry whose checks pass again. For
+# the release of the committed Engines reports, each run's report must reach the same
+# verdicts as the committed one (examples/engine_reports/compare.py); regenerate them with
+# examples/engine_reports/refresh.py when it does not.
 #
-# Env: RTMM_SHARED_DIR (default ../shared relative to the repository root) holds
-# tools/install_vllm_cpu.sh.
+#   bash .ci/vllm.sh                                # every tested release
+#   RTMM_VLLM_VERSIONS=0.33.0 bash .ci/vllm.sh      # some of them
+#
+# Reports: .ci/vllm-VERSION-LEVEL.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
 
 VENV=.ci/vllm-venv
-SHARED_DIR="${RTMM_SHARED_DIR:-../shared}"
-PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
+VERSIONS=${RTMM_VLLM_VERSIONS:-0.33.0 0.28.0}
+REPORTED=0.33.0  # the release of examples/engine_reports/reports/vllm-*.json
+PY="$VENV/bin/python"
+LOGS=$(mktemp -d)
+trap 'rm -rf "$LOGS"' EXIT
 
 step() { printf '\n==> %s\n' "$*"; }
 timed() { local start=$SECONDS; "$@"; echo "    ($(( SECONDS - start )) s)"; }
 
-INSTALLER="$SHARED_DIR/tools/install_vllm_cpu.sh"
-if [ ! -f "$INSTALLER" ]; then
-  echo "vllm.sh: no vLLM installer at $INSTALLER (set RTMM_SHARED_DIR to the folder holding tools/)" >&2
-  exit 1
-fi
-
-step "vLLM 0.33.0 (CPU-only) in $VENV"
-timed bash "$INSTALLER" "$VENV"
-timed "${PIP[@]}" -e . --no-deps
-timed "${PIP[@]}" "typing_extensions>=4.12" "pytest>=8,<10" "hypothesis>=6.100,<7" \
-  "pytest-xdist>=3.5,<4"
-"$VENV/bin/python" -c "import vllm, torch, rtmm_protocol; print('vllm', vllm.__version__, '| torch', torch.__version__, '| rtmm-protocol', rtmm_protocol.__version__)"
-
-# run_example NAME MODULE:FACTORY PYTHONPATH
-run_example() {
-  local name=$1 factory=$2 path=$3
-  step "conformance suite against vLLM: $name"
-  PYTHONPATH="$path" timed "$VENV/bin/python" -m pytest \
-    "--conformance=$factory" \
-    "--conformance-xfail=examples/${name//-/_}/known-gaps.txt" \
-    "--conformance-report=.ci/${name}.json" \
-    -p no:cacheprovider -q -rfE -W ignore::DeprecationWarning
+# suite VERSION LEVEL SPEC: the suite against SPEC, strict, with the level's known gaps;
+# its output goes to $LOGS/vllm-VERSION-LEVEL.log.
+suite() {
+  local version=$1 level=$2 spec=$3
+  "$PY" -m pytest "--conformance=vllm:$spec" \
+    "--conformance-xfail=examples/vllm_${level//-/_}/known-gaps-vllm-$version.txt" \
+    --conformance-strict "--conformance-report=.ci/vllm-$version-$level.json" \
+    -p no:cacheprovider -q -rfE >"$LOGS/vllm-$version-$level.log" 2>&1
 }
 
-run_example vllm-encoder-runner vllm_encoder_runner.factory:make_encoder_runner \
-  examples/vllm_encoder_runner
-run_example vllm-model-state vllm_model_state.factory:make_model_state \
-  examples/vllm_encoder_runner:examples/vllm_model_state
+# suites VERSION: both levels at once (each run is a process of its own and mostly waits on
+# one core), then their logs; for the release of the committed reports, the comparison.
+suites() {
+  local version=$1 status=0 level
+  step "conformance suite against vLLM $version by class name, both levels at once (strict, known gaps)"
+  local start=$SECONDS
+  suite "$version" model-state vllm.v1.worker.gpu.model_states.default:DefaultModelState &
+  local model_state=$!
+  suite "$version" encoder-runner vllm.v1.worker.gpu.mm.encoder_runner:EncoderRunner &
+  local encoder_runner=$!
+  wait "$model_state" || status=1
+  wait "$encoder_runner" || status=1
+  echo "    ($(( SECONDS - start )) s)"
+  for level in model-state encoder-runner; do
+    printf -- '--- vLLM %s, %s: the end of its output, without vLLM log lines\n' "$version" "$level"
+    { grep -v -E '^(INFO|WARNING) [0-9-]+ |vllm\._C|Triton not' "$LOGS/vllm-$version-$level.log" || true; } |
+      tail -n 25
+  done
+  [ "$status" = 0 ] || { echo "vllm.sh: a suite run failed against vLLM $version (logs above)" >&2; return 1; }
+  if [ "$version" = "$REPORTED" ]; then
+    for level in model-state encoder-runner; do
+      "$PY" examples/engine_reports/compare.py "examples/engine_reports/reports/vllm-$level.json" \
+        ".ci/vllm-$version-$level.json"
+    done
+  fi
+}
+
+# pip lists every requirement of vLLM that the CPU-only install leaves out (a CUDA torch,
+# FlashInfer...) after each install into the environment: expected, so not shown.
+quiet_pip() {
+  "$@" 2> >(grep -v -E "requires .*, which is not installed|which is incompatible|dependency resolver does not currently" >&2)
+}
+
+installed_project=0
+for version in $VERSIONS; do
+  step "vLLM $version (CPU-only) in $VENV"
+  timed bash tools/install_vllm_cpu.sh "$VENV" --vllm "$version"
+  if [ "$installed_project" = 0 ]; then
+    timed quiet_pip "$PY" -m pip install --disable-pip-version-check -q -e ".[conformance]"
+    installed_project=1
+  fi
+  "$PY" -c "import vllm, torch, rtmm_protocol; print('vllm', vllm.__version__, '| torch', torch.__version__, '| rtmm-protocol', rtmm_protocol.__version__)"
+
+  step "the vLLM adapter's tests against vLLM $version"
+  timed "$PY" -m pytest tests/test_vllm_adapter.py tests/suite/test_engine_examples.py \
+    -p no:cacheprovider -q
+
+  suites "$version"
+done
 
 echo
-echo "vLLM examples passed (only known gaps failed)"
+echo "vLLM $VERSIONS: only the known gaps failed, none went stale; the Engines reports are current"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import operator
 import os
-from collections.abc import Container, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from typing import Final, NamedTuple
 
 import numpy as np
@@ -42,6 +42,7 @@ __all__ = [
     "check_feature_list",
     "check_gather_args",
     "check_input_batch",
+    "check_scheduled_encoder_inputs",
     "check_size",
     "require_int",
     "validation_enabled",
@@ -529,6 +530,49 @@ def check_input_batch(
         draft_lookahead,
         max_position=max_position,
     )
+
+
+def check_scheduled_encoder_inputs(
+    scheduled: object, mm_features: Mapping[str, Sequence[MultiModalFeature]]
+) -> list[tuple[str, MultiModalFeature]]:
+    """The ``(req_id, feature)`` pairs a real step's ``scheduled_encoder_inputs`` names (R1).
+
+    It must map registered request ids to collections of indices (ints or numpy integers)
+    into their feature lists; anything else raises ``ValueError`` naming the field and
+    the value. Every item is checked before a caller encodes any.
+    """
+    if not isinstance(scheduled, Mapping):
+        raise ValueError(
+            "scheduled_encoder_inputs must map request ids to feature indices, got "
+            f"{type(scheduled).__name__}"
+        )
+    chosen = []
+    for req_id, indices in scheduled.items():
+        features = mm_features.get(req_id) if isinstance(req_id, str) else None
+        if features is None:
+            raise ValueError(
+                f"scheduled_encoder_inputs names request {req_id!r}, which is not in the "
+                "encoder cache"
+            )
+        if (
+            isinstance(indices, (str, bytes, Mapping))
+            or not isinstance(indices, Collection)
+            or (isinstance(indices, np.ndarray) and indices.ndim != 1)
+        ):
+            raise ValueError(
+                f"scheduled_encoder_inputs[{req_id!r}] must be a collection of feature "
+                f"indices, got {indices!r}"
+            )
+        for index in indices:
+            if isinstance(index, (bool, np.bool_)) or not (
+                isinstance(index, (int, np.integer)) and 0 <= index < len(features)
+            ):
+                raise ValueError(
+                    f"scheduled_encoder_inputs[{req_id!r}] holds index {index!r}, but the "
+                    f"request has {len(features)} features"
+                )
+            chosen.append((req_id, features[int(index)]))
+    return chosen
 
 
 # ---------------------------------------------------------------------- features

@@ -618,3 +618,125 @@ def test_numpy_integer_indices_of_scheduled_encoder_inputs_are_accepted() -> Non
     scheduled: Any = {"a": [np.int64(0)], "b": np.array([0])}
     state.get_mm_embeddings(scheduled, _batch(_VALID), None)
     _assert_real_path_is_exact(state, cache)
+
+
+# ---------------------------------------------------------------------- class 9: outputs
+# that require grad, outputs written in place, and the rows' ``out`` buffer
+
+_SHORT, _LONG = 3, 12  # rows of a piece selected from the arena, and of one copied whole
+
+
+def _one_output_world(
+    rows: int, output: torch.Tensor
+) -> tuple[EncoderCache, EncoderRunner, ReferenceModelState, ReferenceInputBatch]:
+    """A request whose first ``rows`` positions are one plain feature ``"a"``, with
+    ``output`` cached directly; a runner and a state over the cache; the prefill batch."""
+    cache = EncoderCache(HIDDEN)
+    cache.add_request("r", [_feature("a", 0, rows)])
+    cache.encoder_outputs["a"] = output
+    runner = EncoderRunner(ToyRealtimeModel(HIDDEN), MAX, HIDDEN, cache, torch.float32, "cpu")
+    state = ReferenceModelState(
+        ToyRealtimeModel(HIDDEN),
+        cache,
+        hidden_size=HIDDEN,
+        max_num_tokens=MAX,
+        dtype=torch.float32,
+        device="cpu",
+    )
+    batch = ReferenceInputBatch.from_requests(["r"], [rows], [0], [rows])
+    return cache, runner, state, batch
+
+
+def _args_of(batch: ReferenceInputBatch) -> tuple[Any, ...]:
+    return (
+        batch.req_ids,
+        batch.num_tokens,
+        batch.num_scheduled_tokens,
+        batch.query_start_loc_np,
+        batch.prefill_len_np,
+        batch.num_computed_tokens_np,
+    )
+
+
+def _eager_merge(batch: ReferenceInputBatch, rows: torch.Tensor) -> torch.Tensor:
+    """The eager merge of R2 for ``rows`` gathered at every scheduled position."""
+    mask = torch.ones(batch.num_tokens, dtype=torch.bool)
+    return ToyRealtimeModel(HIDDEN).embed_input_ids(
+        batch.input_ids[: batch.num_tokens], [rows], mask
+    )
+
+
+def _numbered(rows: int, value: float) -> torch.Tensor:
+    return value + torch.arange(rows * HIDDEN, dtype=torch.float32).reshape(rows, HIDDEN)
+
+
+@pytest.mark.parametrize("rows", [_SHORT, _LONG], ids=["arena", "block-copy"])
+def test_class9_an_output_that_requires_grad_gives_its_values_and_poisons_nothing(
+    rows: int,
+) -> None:
+    """C1 allows storing any output directly; one that requires grad once made the state
+    fail for good (a raw RuntimeError from index_select(out=), on every later call)."""
+    cache, runner, state, batch = _one_output_world(rows, _numbered(rows, 1.0).requires_grad_())
+    got = state.get_mm_embeddings({}, batch, None)
+    assert got is not None
+    assert torch.equal(got[:rows], _eager_merge(batch, _numbered(rows, 1.0)).detach())
+    assert torch.equal(runner.plan_mm_gather(*_args_of(batch)).rows(), _numbered(rows, 1.0))
+    cache.encoder_outputs["a"] = _numbered(rows, 5.0)  # replaced by a plain tensor
+    got = state.get_mm_embeddings({}, batch, None)
+    assert got is not None
+    assert torch.equal(got[:rows], _eager_merge(batch, _numbered(rows, 5.0)))
+    assert torch.equal(runner.plan_mm_gather(*_args_of(batch)).rows(), _numbered(rows, 5.0))
+
+
+@pytest.mark.parametrize("rows", [_SHORT, _LONG], ids=["arena", "block-copy"])
+@pytest.mark.parametrize("how", ["+=", "slice"])
+def test_class9_an_output_written_in_place_is_never_served_stale(rows: int, how: str) -> None:
+    """rows() and the real path once returned the arena's old copy of an output written
+    in place, while pieces() showed the new values (C2: never stale, silently)."""
+    output = torch.zeros(rows, HIDDEN)
+    _, runner, state, batch = _one_output_world(rows, output)
+    runner.plan_mm_gather(*_args_of(batch)).rows()  # copies the output in
+    state.get_mm_embeddings({}, batch, None)
+    if how == "+=":
+        output += 7
+    else:
+        output[1:].fill_(7.0)
+    plan = runner.plan_mm_gather(*_args_of(batch))
+    assert torch.equal(plan.rows(), torch.cat(plan.pieces()))
+    assert torch.equal(plan.rows(), output)
+    got = state.get_mm_embeddings({}, batch, None)
+    assert got is not None
+    assert torch.equal(got[:rows], _eager_merge(batch, output))
+
+
+_BAD_OUT: dict[str, Callable[[int], object]] = {
+    "dtype": lambda n: torch.empty(n, HIDDEN, dtype=torch.float64),
+    "device": lambda n: torch.empty(n, HIDDEN, device="meta"),
+    "list": lambda n: [[0.0] * HIDDEN for _ in range(n)],
+    "numpy": lambda n: np.zeros((n, HIDDEN), dtype=np.float32),
+    "not contiguous": lambda n: torch.empty(HIDDEN, n).T,
+    "shape": lambda n: torch.empty(n + 1, HIDDEN),
+}
+
+
+@pytest.mark.parametrize("rows", [_SHORT, _LONG], ids=["arena", "block-copy"])
+@pytest.mark.parametrize("kind", sorted(_BAD_OUT))
+def test_class9_a_wrong_out_buffer_is_refused_by_name(rows: int, kind: str) -> None:
+    """rows(out=...) with the wrong dtype, device or type once failed with a raw torch
+    error (or an AttributeError for a list) that did not name ``out``."""
+    _, runner, _, batch = _one_output_world(rows, _numbered(rows, 2.0))
+    plan = runner.plan_mm_gather(*_args_of(batch))
+    with pytest.raises(ValueError, match=r"^out "):
+        plan.rows(out=_BAD_OUT[kind](rows))  # type: ignore[arg-type]
+    out = torch.empty(rows, HIDDEN)
+    assert plan.rows(out=out) is out
+    assert torch.equal(out, _numbered(rows, 2.0))
+
+
+@pytest.mark.parametrize("rows", [_SHORT, _LONG], ids=["arena", "block-copy"])
+def test_class9_an_out_buffer_that_shares_memory_with_what_is_read_is_refused(rows: int) -> None:
+    cache, runner, _, batch = _one_output_world(rows, _numbered(rows, 2.0))
+    plan = runner.plan_mm_gather(*_args_of(batch))
+    source = runner.arena.storage if rows == _SHORT else cache.encoder_outputs["a"]
+    with pytest.raises(ValueError, match="out shares memory"):
+        plan.rows(out=source[:rows])

@@ -1,4 +1,4 @@
-"""The reference on a CUDA device: buffers, pinned staging, no allocation on dummy runs (D4)
+"""The reference on a CUDA device: buffers and rows on the device, no allocation on dummy runs (D4)
 and CUDA-graph replay of a forward captured on a dummy run (R4).
 
 Every test here is marked ``cuda`` and skips with a reason where CUDA is not available.
@@ -10,8 +10,9 @@ import pytest
 import torch
 from support.toy_state import encodable_feature, make_state
 
-from rtmm_protocol.reference import ReferenceModelState
-from rtmm_protocol.testing import ReferenceInputBatch
+from rtmm_protocol import EncoderCache, MultiModalFeature, PlaceholderRange
+from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
+from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel
 
 pytestmark = pytest.mark.cuda
 
@@ -57,7 +58,7 @@ def _allocator_stats(device: torch.device) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_buffers_live_on_the_device_and_the_indices_are_staged_in_pinned_memory(
+def test_buffers_and_the_arena_live_on_the_device(
     cuda_device: torch.device, dtype: torch.dtype
 ) -> None:
     state, _, _ = make_state(
@@ -68,23 +69,52 @@ def test_buffers_live_on_the_device_and_the_indices_are_staged_in_pinned_memory(
         view = state.dummy_inputs_embeds(n)
         assert view is not None
         assert (view.device.type, view.dtype, tuple(view.shape)) == ("cuda", dtype, (n, HIDDEN))
-    for staging in (state._mask_staging, state._index_staging):
-        assert staging is not None
-        assert staging.is_pinned()
-        assert staging.device.type == "cpu"
-        assert staging.shape == (MAX,)
-    for fixed in (state._mask_device, state._index_device, state._rows):
-        assert fixed is not None
-        assert fixed.device.type == "cuda"
+    assert state.inputs_embeds is not None
+    assert state.inputs_embeds.device.type == "cuda"
     assert state.encoder_runner.arena.storage.device.type == "cuda"
 
 
+@pytest.mark.parametrize("rows", [3, 12], ids=["arena", "block-copy"])
+def test_plan_rows_on_the_device_equal_the_pieces_and_pick_up_writes(
+    cuda_device: torch.device, rows: int
+) -> None:
+    """Both ways rows() copies (from the arena's copies, or block by block) on the device,
+    an output written in place after a step, and an output that requires grad."""
+    cache = EncoderCache(HIDDEN)
+    cache.add_request("r", [MultiModalFeature("a", "audio", PlaceholderRange(0, rows))])
+    cache.encoder_outputs["a"] = (
+        torch.arange(rows * HIDDEN, dtype=torch.float32).reshape(rows, HIDDEN).to(cuda_device)
+    )
+    runner = EncoderRunner(ToyRealtimeModel(HIDDEN), MAX, HIDDEN, cache, torch.float32, cuda_device)
+    batch = ReferenceInputBatch.from_requests(["r"], [rows], [0], [rows])
+    args = (
+        batch.req_ids,
+        batch.num_tokens,
+        batch.num_scheduled_tokens,
+        batch.query_start_loc_np,
+        batch.prefill_len_np,
+        batch.num_computed_tokens_np,
+    )
+    plan = runner.plan_mm_gather(*args)
+    torch.testing.assert_close(plan.rows(), torch.cat(plan.pieces()), rtol=0, atol=0)
+    cache.encoder_outputs["a"].mul_(-1.0)
+    plan = runner.plan_mm_gather(*args)
+    torch.testing.assert_close(plan.rows(), cache.encoder_outputs["a"], rtol=0, atol=0)
+    cache.encoder_outputs["a"] = cache.encoder_outputs["a"].clone().requires_grad_()
+    out = torch.empty(rows, HIDDEN, device=cuda_device)
+    assert runner.plan_mm_gather(*args).rows(out=out) is out
+    torch.testing.assert_close(out, cache.encoder_outputs["a"].detach(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("realtime", [False, True])
 def test_real_path_on_the_device_equals_the_eager_merge(
-    cuda_device: torch.device, realtime: bool
+    cuda_device: torch.device, realtime: bool, dtype: torch.dtype
 ) -> None:
+    """The real path in each dtype engines serve in: rows copied, never recomputed, so
+    bfloat16 matches the eager merge exactly too."""
     state, model, cache = make_state(
-        realtime=realtime, max_num_tokens=MAX, hidden_size=HIDDEN, device=cuda_device
+        realtime=realtime, max_num_tokens=MAX, hidden_size=HIDDEN, dtype=dtype, device=cuda_device
     )
     _register(state)
     batch = _batch(24, cuda_device)
@@ -92,7 +122,7 @@ def test_real_path_on_the_device_equals_the_eager_merge(
     assert out is not None
     full = state.dummy_inputs_embeds(MAX)
     assert full is not None
-    assert out.device.type == "cuda"
+    assert (out.device.type, out.dtype) == ("cuda", dtype)
     assert out.untyped_storage().data_ptr() == full.untyped_storage().data_ptr()
     assert tuple(out.shape) == (24, HIDDEN)
     assert all(cache.encoder_outputs[k].device.type == "cuda" for k in ("p-img", "p-aud"))
@@ -103,8 +133,8 @@ def test_real_path_on_the_device_equals_the_eager_merge(
 
 
 def test_back_to_back_steps_each_see_their_own_mask(cuda_device: torch.device) -> None:
-    # The host mask goes through one pinned staging buffer with a non-blocking copy; the
-    # second step must not overwrite it while the first copy may still be reading it.
+    # Each step copies its host-built mask and row index to the device: the second step
+    # must see its own, not the first's.
     state, model, _ = make_state(
         realtime=True, max_num_tokens=MAX, hidden_size=HIDDEN, device=cuda_device
     )

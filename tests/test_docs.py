@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import importlib.util
 import io
 import json
@@ -23,15 +24,13 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from docs_pages import DOCS, NEEDS_CUDA, REPO, code_blocks
 
-REPO = Path(__file__).resolve().parent.parent
-DOCS = REPO / "docs"
 SPEC_PAGE = DOCS / "specification.md"
 
 #: Every clause of the contract, in specification order.
@@ -45,12 +44,6 @@ CLAUSES = (
     *(f"T{n}" for n in range(1, 4)),
 )
 
-_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
-_SKIP = re.compile(r"^#\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*$")
-_NEEDS_CUDA = re.compile(r"^#\s*docs-test:\s*needs-cuda\s*$")
-CUDA_SKIP_REASON = "needs a CUDA GPU"
-_FILE = re.compile(r"^#\s*file:\s*(?P<name>[\w./-]+\.py)\s*$")
-
 
 def _load(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
@@ -63,66 +56,6 @@ def _load(name: str, path: Path) -> ModuleType:
 
 
 catalog_tools = _load("rtmm_docs_catalog", DOCS / "_hooks" / "rtmm_docs_catalog.py")
-
-
-@dataclass(frozen=True)
-class CodeBlock:
-    """One fenced code block of a page."""
-
-    page: str
-    line: int  # 1-based line of the first code line
-    language: str
-    info: str  # everything after the fence, e.g. 'text title="Output"'
-    code: str
-
-    @property
-    def is_output(self) -> bool:
-        """An ``Output`` block shows what the Python block before it prints."""
-        return 'title="Output"' in self.info
-
-    @property
-    def skip_reason(self) -> str | None:
-        """Why this block does not run here, or ``None`` when it runs."""
-        first = self.code.split("\n", 1)[0].strip()
-        if _NEEDS_CUDA.match(first):
-            import torch
-
-            return None if torch.cuda.is_available() else CUDA_SKIP_REASON
-        match = _SKIP.match(first)
-        return None if match is None else match.group("reason").strip()
-
-    @property
-    def file_name(self) -> str | None:
-        match = _FILE.match(self.code.split("\n", 1)[0].strip())
-        return None if match is None else match.group("name")
-
-
-def code_blocks(path: Path) -> list[CodeBlock]:
-    """The fenced code blocks of a Markdown file, with their language and position."""
-    lines = path.read_text("utf-8").splitlines()
-    blocks: list[CodeBlock] = []
-    index = 0
-    while index < len(lines):
-        opening = _FENCE_OPEN.match(lines[index])
-        if opening is None:
-            index += 1
-            continue
-        indent, fence = opening.group("indent"), opening.group("fence")
-        info = opening.group("info").strip()
-        language = info.split(" ", 1)[0].lstrip(".").lower()
-        body: list[str] = []
-        index += 1
-        start = index
-        while index < len(lines) and lines[index].strip() != fence:
-            line = lines[index]
-            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
-            index += 1
-        if index >= len(lines):
-            raise AssertionError(f"{path}:{start}: code fence {fence!r} is never closed")
-        index += 1
-        page = str(path.relative_to(DOCS))
-        blocks.append(CodeBlock(page, start + 1, language, info, "\n".join(body)))
-    return blocks
 
 
 PAGES = sorted(p for p in DOCS.rglob("*.md") if not p.relative_to(DOCS).parts[0].startswith("_"))
@@ -182,7 +115,7 @@ def test_skip_markers_give_reasons() -> None:
     for page in PAGES:
         for block in code_blocks(page):
             first = block.code.split("\n", 1)[0]
-            if "docs-test" in first and not _NEEDS_CUDA.match(first.strip()):
+            if "docs-test" in first and not NEEDS_CUDA.match(first.strip()):
                 assert block.skip_reason, f"{block.page}:{block.line}: malformed skip marker"
 
 
@@ -256,6 +189,36 @@ def test_install_page_lists_every_extra() -> None:
     assert listed == extras
 
 
+def _torch_install_lines(page: Path) -> list[str]:
+    """The shell lines of ``page`` that install torch, as written."""
+    return [
+        line.strip()
+        for block in code_blocks(page)
+        if block.language in {"bash", "sh", "shell", "console"}
+        for line in block.code.splitlines()
+        if re.search(r"\bpip install\b.*\btorch\b", line)
+    ]
+
+
+def test_torch_install_lines_say_what_they_install_and_agree() -> None:
+    """README and install page give the same torch lines, each saying which build for whom.
+
+    From PyPI on Linux, ``pip install torch`` is the CUDA build; a CPU-only machine wants
+    the CPU index. A line that does not say which it is misleads one of the two.
+    """
+    readme = _torch_install_lines(REPO / "README.md")
+    install = _torch_install_lines(DOCS / "install.md")
+    assert readme, "the README shows no torch install line"
+    assert readme == install, "README.md and docs/install.md give different torch lines"
+    for line in readme:
+        command, _, comment = line.partition("#")
+        assert comment.strip(), f"{line!r} does not say what it installs, for whom"
+        if "download.pytorch.org/whl/cpu" in command:
+            assert "CPU build" in comment, line
+        else:
+            assert "CUDA build" in comment, line
+
+
 def test_batch_figure_is_current() -> None:
     """The committed SVG is exactly what the generator draws from the reference gather."""
     generator = _load("rtmm_docs_batch_figure", DOCS / "_gen" / "batch_figure.py")
@@ -320,6 +283,148 @@ def test_site_builds_strictly_without_torch(built_site: Path) -> None:
         assert f'id="{clause}"' in spec_html, clause
     assert (built_site / "assets" / "batch-figure.svg").is_file()
     assert (built_site / "search" / "search_index.json").is_file()
+
+
+_PRE = re.compile(r"<pre\b[^>]*>(?P<body>.*?)</pre>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_MARKER_LINE = re.compile(r"^\s*#\s*docs-test:", re.M)
+
+
+def test_site_shows_no_docs_test_markers(built_site: Path) -> None:
+    """The docs tests' markers stay in the Markdown: no rendered code block shows one.
+
+    The pages do have marked blocks (the check would pass vacuously otherwise).
+    """
+    marked = [
+        f"{block.page}:{block.line}"
+        for page in PAGES
+        for block in code_blocks(page)
+        if _MARKER_LINE.match(block.code)
+    ]
+    assert marked, "no page has a docs-test marker: this test would prove nothing"
+    shown = []
+    for page in built_site.rglob("*.html"):
+        for pre in _PRE.finditer(page.read_text("utf-8")):
+            text = html.unescape(_TAG.sub("", pre.group("body")))
+            shown += [
+                f"{page.relative_to(built_site)}: {line.strip()}"
+                for line in text.splitlines()
+                if _MARKER_LINE.match(line)
+            ]
+    assert shown == [], f"rendered docs-test markers (from {marked}):\n" + "\n".join(shown)
+
+
+def test_strip_markers_removes_only_a_blocks_first_line() -> None:
+    """The hook drops a marker that opens a block, indented or not, and nothing else."""
+    hook = _load("rtmm_docs_test_markers", DOCS / "_hooks" / "docs_test_markers.py")
+    page = "\n".join(
+        [
+            "Prose may quote `# docs-test: skip (why)`.",
+            "```python",
+            "# docs-test: needs-cuda",
+            "x = 1",
+            "# docs-test: skip (not a first line, so not a marker)",
+            "```",
+            "1. A list item:",
+            "",
+            "    ```python",
+            "    # docs-test: skip (needs vLLM)",
+            "    y = 2",
+            "    ```",
+            "````markdown",
+            "```python",
+            "# docs-test: skip (inside an outer block: its first line is the inner fence)",
+            "```",
+            "````",
+        ]
+    )
+    assert hook.strip_markers(page).split("\n") == [
+        "Prose may quote `# docs-test: skip (why)`.",
+        "```python",
+        "x = 1",
+        "# docs-test: skip (not a first line, so not a marker)",
+        "```",
+        "1. A list item:",
+        "",
+        "    ```python",
+        "    y = 2",
+        "    ```",
+        "````markdown",
+        "```python",
+        "# docs-test: skip (inside an outer block: its first line is the inner fence)",
+        "```",
+        "````",
+    ]
+
+
+def _whole_words_hook() -> ModuleType:
+    return _load("rtmm_docs_whole_words", DOCS / "_hooks" / "whole_words.py")
+
+
+def test_keep_words_whole_wraps_text_only() -> None:
+    """Check IDs in text and the words of code in table cells get a span; tags do not."""
+    hook = _whole_words_hook()
+    page = (
+        '<p>See <a href="../checks/#G5-rows-match-mask"><code>G5-rows-match-mask</code></a>'
+        " and D1-D5.</p>"
+        '<table><tr><td><span id="G1-window-slots"></span><code>G1-window-slots</code></td>'
+        "<td><code>--conformance-report=PATH</code> or <code>pytest -k G3</code></td></tr>"
+        "</table>"
+        "<pre><code>rerun: 'rtmm-conformance::G3-realtime-decode-gathers[realtime]'</code></pre>"
+        '<script>var x = "G1-window-slots";</script>'
+    )
+    check = '<span class="rtmm-check-id">{}</span>'
+    word = '<span class="rtmm-code-word">{}</span>'
+    assert hook.keep_words_whole(page) == (
+        '<p>See <a href="../checks/#G5-rows-match-mask"><code>'
+        + check.format("G5-rows-match-mask")
+        + "</code></a> and D1-D5.</p>"
+        '<table><tr><td><span id="G1-window-slots"></span><code>'
+        + word.format("G1-window-slots")
+        + "</code></td><td><code>"
+        + word.format("--conformance-report=PATH")
+        + "</code> or <code>"
+        + word.format("pytest")
+        + " "
+        + word.format("-k")
+        + " "
+        + word.format("G3")
+        + "</code></td></tr></table><pre><code>rerun: 'rtmm-conformance::"
+        + check.format("G3-realtime-decode-gathers[realtime]")
+        + "'</code></pre>"
+        '<script>var x = "G1-window-slots";</script>'
+    )
+
+
+def test_site_keeps_every_check_id_whole(built_site: Path) -> None:
+    """Every check ID the built pages show sits in a span the stylesheet keeps on one line.
+
+    The browser test measures the result in Chromium; this one needs no browser.
+    """
+    hook = _whole_words_hook()
+    css = (built_site / "stylesheets" / "extra.css").read_text("utf-8")
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)  # comments may name the classes too
+    for css_class in (hook.CHECK_ID_CLASS, hook.CODE_WORD_CLASS):
+        rule = re.search(rf"\.{css_class}\b[^{{]*\{{(?P<body>[^}}]*)\}}", css)
+        assert rule is not None, f"the stylesheet has no rule for .{css_class}"
+        assert "white-space: nowrap" in rule.group("body"), css_class
+    checks = {c.id for c in catalog_tools.read_checks(catalog_tools.load_catalog_module())}
+    bare = []
+    shown = 0
+    for page in built_site.rglob("*.html"):
+        parts = re.split(r"(<[^>]*>)", page.read_text("utf-8"))
+        wrapped = False
+        for index, part in enumerate(parts):
+            if index % 2:
+                wrapped = re.search(r'class="rtmm-(check-id|code-word)"', part) is not None
+                continue
+            for found in re.finditer(r"\b[GCDRET][0-9]+(?:-[a-z0-9]+)+", part):
+                if found.group(0) in checks:
+                    shown += 1
+                    if not (wrapped and found.start() == 0):
+                        bare.append(f"{page.relative_to(built_site)}: {found.group(0)}")
+    assert shown > len(checks), "the site should show every check ID at least once"
+    assert bare == []
 
 
 class _ExternalRefs(HTMLParser):

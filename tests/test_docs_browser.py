@@ -31,7 +31,8 @@ def _browser_check_module() -> ModuleType:
 
 @pytest.mark.slow
 def test_site_in_headless_chromium(tmp_path: Path) -> None:
-    """No console error, every clause anchor, search results, nothing wider than its column."""
+    """No console error, every clause anchor, search results, nothing wider than its column,
+    and no table header, code word or check ID split over two lines."""
     for module in ("mkdocs", "material"):
         pytest.importorskip(
             module,
@@ -73,6 +74,25 @@ def test_layout_problems_name_page_element_and_widths() -> None:
         "checks/: img under 'Figure' ('') is 900px wide, wider than the 688px column",
     ]
     assert browser_check.layout_problems(None, "") == [
+        "home: no content column (article.md-content__inner) to measure"
+    ]
+
+
+def test_wrap_problems_name_page_element_and_word() -> None:
+    """A word the layout split over lines becomes one problem naming page, element and word."""
+    browser_check = _browser_check_module()
+    measured = {
+        "found": [
+            {"element": "th under 'Compliance matrix'", "word": "clause", "lines": 2},
+            {"element": "check ID under 'Gather'", "word": "G1-window-slots", "lines": 3},
+        ]
+    }
+    assert browser_check.wrap_problems(measured, "engines/") == [
+        "engines/: th under 'Compliance matrix': 'clause' is split over 2 lines",
+        "engines/: check ID under 'Gather': 'G1-window-slots' is split over 3 lines",
+    ]
+    assert browser_check.wrap_problems({"found": []}, "") == []
+    assert browser_check.wrap_problems(None, "") == [
         "home: no content column (article.md-content__inner) to measure"
     ]
 

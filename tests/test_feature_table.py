@@ -1,7 +1,7 @@
-"""The feature table follows the cache's ``mm_features`` however it is changed.
+"""The feature table follows the cache's ``mm_features`` however it is changed (SPEC C1, C2).
 
 Changes through the cache's methods, direct edits of the dict and of its lists, growth
-past a segment's room, and compaction are each checked against the lists themselves;
+past a lane's room, and relayout are each checked against the lists themselves;
 a property runs random sequences of such changes between gathers and compares every
 gather with the oracle.
 """
@@ -25,8 +25,9 @@ from rtmm_protocol import (
     PlaceholderRange,
 )
 from rtmm_protocol.reference import EncoderRunner
-from rtmm_protocol.reference.feature_table import MAX_POSITION, FeatureTable
+from rtmm_protocol.reference.feature_table import LANE_WIDTH, FeatureTable
 from rtmm_protocol.testing.oracle import oracle_gather
+from rtmm_protocol.validation import MAX_POSITION
 
 HIDDEN = 2
 
@@ -39,27 +40,32 @@ def _frame(
     return MultiModalFeature(f"{req_id}-{k}", "audio", PlaceholderRange(3 * k, length, is_embed))
 
 
+def _lane_of(table: FeatureTable, cache: EncoderCache, req_id: str) -> tuple[int, int]:
+    """``(first entry, feature count)`` of ``req_id``'s lane, synced with the cache."""
+    lanes = table.sync(cache.mm_features, [req_id])
+    return int(lanes.first[0]), int(lanes.length[0])
+
+
 def _assert_mirrors(table: FeatureTable, req_id: str, features: list[MultiModalFeature]) -> None:
-    """The table's segment of ``req_id`` holds exactly ``features``."""
-    segment = table.segment_of(req_id)
-    assert segment is not None
-    base, count = segment
+    """The table's lane of ``req_id`` holds exactly ``features``."""
+    lanes = table.sync({req_id: features}, [req_id])
+    first, count, origin = int(lanes.first[0]), int(lanes.length[0]), int(lanes.origin[0])
     assert count == len(features)
-    entries = slice(base, base + count)
+    entries = slice(first, first + count)
     assert table.identifier[entries].tolist() == [f.identifier for f in features]
-    assert table.start[entries].tolist() == [f.mm_position.offset for f in features]
+    assert table.offset[entries].tolist() == [f.mm_position.offset for f in features]
     assert table.end[entries].tolist() == [f.mm_position.end for f in features]
     assert table.num_embeds[entries].tolist() == [f.mm_position.get_num_embeds() for f in features]
     assert all(a is b for a, b in zip(table.feature[entries], features, strict=True))
-    # Sort keys carry the segment's key: every key of the segment lies in one key range.
-    keys = table.start_key[entries]
-    assert np.all(np.diff(keys) >= 0)
+    # Lane coordinates are the positions shifted by the lane's origin, sorted.
+    assert (table.lane_start[entries] - origin).tolist() == table.offset[entries].tolist()
+    assert origin % LANE_WIDTH == 0
+    assert np.all(np.diff(table.lane_end[: first + count]) >= 0)
 
 
 def _sync(table: FeatureTable, cache: EncoderCache, *req_ids: str) -> np.ndarray:
-    table.lookup(cache.mm_features, list(req_ids))
-    key_bases: np.ndarray = table.batch_key_base.copy()
-    return key_bases
+    origins: np.ndarray = table.sync(cache.mm_features, list(req_ids)).origin.copy()
+    return origins
 
 
 def test_added_request_is_mirrored() -> None:
@@ -72,16 +78,16 @@ def test_added_request_is_mirrored() -> None:
     _assert_mirrors(table, "a", features)
 
 
-def test_masked_features_store_prefix_sums_and_flags() -> None:
+def test_masked_features_store_embed_ranks_and_flags() -> None:
     cache = EncoderCache()
     mask = (True, False, True, True)
     cache.add_request("a", [_frame("a", 0, length=4, mask=mask)])
     table = FeatureTable()
     _sync(table, cache, "a")
-    base, _ = table.segment_of("a") or (0, 0)
-    first = int(table.mask_base[base])
-    assert table.prefix[first : first + 5].tolist() == [0, 1, 1, 2, 3]
-    assert table.embeds[first : first + 4].tolist() == list(mask)
+    base, _ = _lane_of(table, cache, "a")
+    first = int(table.embed_base[base])
+    assert table.embed_rank[first : first + 5].tolist() == [0, 1, 1, 2, 3]
+    assert table.embed_flag[first : first + 4].tolist() == list(mask)
     assert int(table.num_embeds[base]) == 3
 
 
@@ -91,19 +97,19 @@ def test_appended_frames_are_added_in_place(how: str) -> None:
     cache.add_request("a", [_frame("a", 0)])
     table = FeatureTable()
     first_key = _sync(table, cache, "a")[0]
-    base = (table.segment_of("a") or (0, 0))[0]
-    for k in range(1, 4):  # within the segment's spare room: no move
+    base = _lane_of(table, cache, "a")[0]
+    for k in range(1, 4):  # within the lane's spare room: no move
         frame = _frame("a", k)
         if how == "append_feature":
             cache.append_feature("a", frame)
         else:
             cache.mm_features["a"].append(frame)
         assert _sync(table, cache, "a")[0] == first_key
-        assert (table.segment_of("a") or (0, 0))[0] == base
+        assert _lane_of(table, cache, "a")[0] == base
     _assert_mirrors(table, "a", cache.mm_features["a"])
 
 
-def test_a_growing_stream_moves_to_a_bigger_segment() -> None:
+def test_a_growing_stream_moves_to_a_bigger_lane() -> None:
     cache = EncoderCache()
     cache.add_request("a", [_frame("a", 0)])
     cache.add_request("b", [_frame("b", 0)])
@@ -113,7 +119,7 @@ def test_a_growing_stream_moves_to_a_bigger_segment() -> None:
         cache.append_feature("a", _frame("a", k))
         _sync(table, cache, "a", "b")
     moved = _sync(table, cache, "a", "b")
-    assert moved[0] != keys[0]  # the stream moved (new key), ...
+    assert moved[0] != keys[0]  # the stream moved (a new lane), ...
     assert moved[1] == keys[1]  # ... the other request did not
     _assert_mirrors(table, "a", cache.mm_features["a"])
     _assert_mirrors(table, "b", cache.mm_features["b"])
@@ -140,18 +146,18 @@ def test_replaced_and_shortened_lists_are_rebuilt() -> None:
     _assert_mirrors(table, "a", cache.mm_features["a"])
 
 
-def test_removed_and_unknown_requests_get_the_empty_segment() -> None:
+def test_removed_and_unknown_requests_get_the_empty_lane() -> None:
     cache = EncoderCache()
     cache.add_request("a", [_frame("a", 0)])
     table = FeatureTable()
     assert _sync(table, cache, "a", "nobody")[1] == 0
-    assert table.segment_of("nobody") is None
+    assert _lane_of(table, cache, "nobody") == (0, 0)
     cache.remove_request("a")
     assert _sync(table, cache, "a")[0] == 0
-    assert table.segment_of("a") is None
+    assert _lane_of(table, cache, "a") == (0, 0)
 
 
-def test_dropped_and_moved_segments_let_go_of_their_features() -> None:
+def test_dropped_and_moved_lanes_let_go_of_their_features() -> None:
     """Garbage entries must not keep features (and their encoder inputs) alive."""
     cache = EncoderCache()
     cache.add_request("a", [_frame("a", 0)])
@@ -161,14 +167,14 @@ def test_dropped_and_moved_segments_let_go_of_their_features() -> None:
     gone = weakref.ref(cache.mm_features["a"][0])
     moved = weakref.ref(cache.mm_features["b"][0])
     cache.remove_request("a")
-    cache.mm_features["b"] = [_frame("b", 1)]  # replaced: the old segment is garbage
+    cache.mm_features["b"] = [_frame("b", 1)]  # replaced: the old lane is garbage
     _sync(table, cache, "a", "b")
     gc.collect()
     assert gone() is None
     assert moved() is None
 
 
-def test_compaction_renumbers_and_keeps_every_request() -> None:
+def test_relayout_renumbers_and_keeps_every_request() -> None:
     cache = EncoderCache()
     table = FeatureTable(capacity=8)
     streams = [f"s{r}" for r in range(3)]
@@ -181,8 +187,8 @@ def test_compaction_renumbers_and_keeps_every_request() -> None:
         cache.add_request(visitor, [_frame(visitor, j) for j in range(100)])
         _sync(table, cache, *streams, visitor)
         cache.remove_request(visitor)
-    # Without compaction every visitor's 125-entry segment would still take room.
-    assert table.start_key.shape[0] < 119 * 125 // 2
+    # Without relayout every visitor's 125-entry lane would still take room.
+    assert table.lane_start.shape[0] < 119 * 125 // 2
     keys = _sync(table, cache, *streams)
     assert sorted(keys.tolist()) == keys.tolist()  # renumbered in layout order
     for name in streams:
@@ -193,7 +199,7 @@ def test_unsorted_features_edited_in_directly_are_rejected_by_name() -> None:
     cache = EncoderCache()
     cache.mm_features["a"] = [_frame("a", 2), _frame("a", 1)]
     with pytest.raises(ValueError, match=r"'a-1' at offset 3 follows 'a-2' at offset 6"):
-        FeatureTable().lookup(cache.mm_features, ["a"])
+        FeatureTable().sync(cache.mm_features, ["a"])
 
 
 def test_an_appended_feature_overlapping_the_last_is_rejected_by_name() -> None:
@@ -213,7 +219,7 @@ def test_positions_beyond_the_supported_range_are_rejected_by_name() -> None:
         cache.add_request("a", far)
     cache.mm_features["a"] = far  # assigned directly, as engines may
     with pytest.raises(ValueError, match=r"feature 'far'.*largest supported position"):
-        FeatureTable().lookup(cache.mm_features, ["a"])
+        FeatureTable().sync(cache.mm_features, ["a"])
 
 
 # ---------------------------------------------------------------------- property

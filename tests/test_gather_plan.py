@@ -1,16 +1,18 @@
 """The gather plan against the position-by-position oracle (SPEC G1-G10).
 
 ``plan_mm_gather`` is checked on everything a plan exposes: the mask, the slots, the
-rows (from outputs the runner stored in its arena, and from outputs assigned to the
-cache directly, which the arena mirrors) and the pieces as views. Decode sequences run
-the same runner step after step, as engines use it.
+rows (copied block by block for long pieces, selected from the arena's copies for
+short ones) and the pieces as views, planned pair by pair and with whole-array
+operations. Decode sequences run the same runner step after step, as engines use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -27,18 +29,33 @@ from rtmm_protocol import (
     MultiModalFeature,
     PlaceholderRange,
 )
-from rtmm_protocol.reference import ArenaFullError, EncoderRunner, MMGatherPlan
+from rtmm_protocol.reference import ArenaFullError, EncoderRunner, MMGatherPlan, gather_planner
 from rtmm_protocol.testing.oracle import OracleResult, oracle_gather
 from rtmm_protocol.testing.scenario import (
     FeatureSpec,
     GatherScenario,
     RequestSpec,
-    encoder_output_for,
 )
 from rtmm_protocol.testing.strategies import gather_scenarios
 from rtmm_protocol.types import IntArray
 
 _INT_DTYPES = st.sampled_from([np.int32, np.int64])
+#: The planner's two ways, forced: pair by pair, and with whole-array operations.
+PLANNERS = {"one_by_one": 10**9, "at_once": -1}
+
+
+@contextlib.contextmanager
+def planned(way: str) -> Iterator[None]:
+    """Plan every step inside the block the way ``way`` names."""
+    with mock.patch.object(gather_planner, "_FEW_PAIRS", PLANNERS[way]):
+        yield
+
+
+@pytest.fixture(params=sorted(PLANNERS))
+def planner(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Plan every step of a (non-hypothesis) test the way the parameter names."""
+    with planned(request.param):
+        yield request.param
 
 
 def _runner(
@@ -64,16 +81,6 @@ def _runner(
 def _output_rows(scenario: GatherScenario) -> int:
     """Rows of all the scenario's outputs: an arena this size holds every one."""
     return max(1, sum(f.num_embeds for r in scenario.requests for f in r.features))
-
-
-def _stored(scenario: GatherScenario, runner: EncoderRunner) -> None:
-    """Put the scenario's cached outputs into the runner's arena, as its encoder would."""
-    cache = runner.encoder_cache
-    for request in (*scenario.requests, *scenario.extra_requests):
-        for spec in request.features:
-            if spec.cached:
-                output = encoder_output_for(spec.identifier, spec.num_embeds, scenario.hidden_size)
-                cache.encoder_outputs[spec.identifier] = runner.arena.store(spec.identifier, output)
 
 
 def _expected(
@@ -133,7 +140,7 @@ def _check_step(
     assert plan.slots.dtype == torch.int64
     assert torch.equal(plan.slots, torch.nonzero(mask).flatten())
     assert plan.num_rows == len(expected.rows)
-    assert plan.num_pieces == len(expected.pieces)
+    assert len(plan.pieces()) == len(expected.pieces)
     assert_matches_oracle((plan.pieces(), mask), expected, cache.encoder_outputs, hidden_size)
     rows = plan.rows()
     assert torch.equal(rows, expected.rows_tensor(cache.encoder_outputs, hidden_size))
@@ -166,17 +173,28 @@ def _reordered(
     realtime=st.booleans(),
     validate=st.booleans(),
     int_dtype=_INT_DTYPES,
+    way=st.sampled_from(sorted(PLANNERS)),
 )
 def test_plan_matches_oracle(
-    scenario: GatherScenario, realtime: bool, validate: bool, int_dtype: type[np.integer]
+    way: str,
+    scenario: GatherScenario,
+    realtime: bool,
+    validate: bool,
+    int_dtype: type[np.integer],
 ) -> None:
     cache = scenario.build_cache()
     runner = _runner(scenario, cache, realtime, validate=validate)
     arrays = {name: a.astype(int_dtype) for name, a in scenario.arrays().items()}
     before, cache_before = ArraySnapshot(arrays), CacheSnapshot(cache)
-    _check_step(
-        runner, realtime, scenario.req_ids, arrays, scenario.draft_lookahead, scenario.hidden_size
-    )
+    with planned(way):
+        _check_step(
+            runner,
+            realtime,
+            scenario.req_ids,
+            arrays,
+            scenario.draft_lookahead,
+            scenario.hidden_size,
+        )
     before.assert_unchanged(arrays)
     cache_before.assert_unchanged(cache)
 
@@ -186,57 +204,35 @@ def test_plan_matches_oracle(
     scenario=gather_scenarios(max_requests=6, max_scheduled=1, max_features=6),
     realtime=st.booleans(),
     steps=st.integers(2, 8),
-    stored=st.booleans(),
+    ways=st.lists(st.sampled_from(sorted(PLANNERS)), min_size=8, max_size=8),
 )
 def test_decode_steps_match_oracle(
-    scenario: GatherScenario, realtime: bool, steps: int, stored: bool
+    ways: list[str], scenario: GatherScenario, realtime: bool, steps: int
 ) -> None:
-    """One runner over consecutive decode steps, the batch reordered now and then."""
+    """One runner over consecutive decode steps, the batch reordered now and then, each
+    step planned one way or the other."""
     cache = scenario.build_cache()
     runner = _runner(scenario, cache, realtime)
-    if stored:
-        _stored(scenario, runner)
     req_ids, arrays = scenario.req_ids, scenario.arrays()
     for step in range(steps):
         if step % 3 == 2:  # the same requests in another order
             req_ids, arrays = _reordered(req_ids, arrays, list(reversed(range(len(req_ids)))))
-        _check_step(
-            runner,
-            realtime,
-            req_ids,
-            _shifted(arrays, step),
-            scenario.draft_lookahead,
-            scenario.hidden_size,
-        )
+        with planned(ways[step]):
+            _check_step(
+                runner,
+                realtime,
+                req_ids,
+                _shifted(arrays, step),
+                scenario.draft_lookahead,
+                scenario.hidden_size,
+            )
 
 
 @settings(max_examples=example_budget(ci=300, dev=40))
 @given(scenario=gather_scenarios(), realtime=st.booleans())
-def test_outputs_stored_in_the_arena_match_oracle(scenario: GatherScenario, realtime: bool) -> None:
-    """Outputs the runner encoded: the cache holds the arena's views, rows come from it."""
-    cache = scenario.build_cache()
-    runner = _runner(scenario, cache, realtime, arena_rows=_output_rows(scenario))
-    _stored(scenario, runner)
-    for identifier, output in cache.encoder_outputs.items():
-        assert (
-            output.untyped_storage().data_ptr() == runner.arena.storage.untyped_storage().data_ptr()
-        ), identifier
-    _check_step(
-        runner,
-        realtime,
-        scenario.req_ids,
-        scenario.arrays(),
-        scenario.draft_lookahead,
-        scenario.hidden_size,
-    )
-
-
-@settings(max_examples=example_budget(ci=300, dev=40))
-@given(scenario=gather_scenarios(), realtime=st.booleans())
-def test_outputs_assigned_directly_are_mirrored_and_match_oracle(
-    scenario: GatherScenario, realtime: bool
-) -> None:
-    """Outputs placed in the cache's dict are copied into the arena when rows() needs them."""
+def test_rows_from_the_arena_copies_match_oracle(scenario: GatherScenario, realtime: bool) -> None:
+    """Outputs placed in the cache's dict are copied into the arena when rows() needs them,
+    and the copies serve the next step."""
     cache = scenario.build_cache()
     runner = _runner(scenario, cache, realtime, arena_rows=_output_rows(scenario))
     snapshot = CacheSnapshot(cache)
@@ -262,20 +258,17 @@ def _decode_scenario(num_requests: int, frames: int) -> GatherScenario:
     return GatherScenario(requests=tuple(requests), hidden_size=4)
 
 
-@pytest.mark.parametrize("stored", [False, True], ids=["assigned", "stored"])
-def test_many_streams_decoding_match_oracle(stored: bool) -> None:
+def test_many_streams_decoding_match_oracle(planner: str) -> None:
     """Many requests over steps that cross features."""
     scenario = _decode_scenario(80, frames=12)
     runner = _runner(scenario, scenario.build_cache(), True)
-    if stored:
-        _stored(scenario, runner)
     arrays = scenario.arrays()
     for step in range(16):
         _check_step(runner, True, scenario.req_ids, _shifted(arrays, step), 0, 4)
 
 
 def test_an_earlier_plan_keeps_its_answer_after_later_steps_are_planned() -> None:
-    """The planner's remembered state is never shared with a plan."""
+    """The table's state is never shared with a plan."""
     scenario = _decode_scenario(80, frames=12)
     cache = scenario.build_cache()
     runner = _runner(scenario, cache, True)
@@ -286,7 +279,7 @@ def test_an_earlier_plan_keeps_its_answer_after_later_steps_are_planned() -> Non
         assert_matches_oracle((plan.pieces(), plan.is_mm_embed), expected, cache.encoder_outputs, 4)
 
 
-def test_freed_outputs_are_not_kept_alive_by_the_planner_nor_the_arena() -> None:
+def test_freed_outputs_are_not_kept_alive_by_the_table_nor_the_arena() -> None:
     cache = EncoderCache(4)
     features = [MultiModalFeature(f"f{k}", "audio", PlaceholderRange(2 * k, 2)) for k in range(2)]
     cache.add_request("a", features)
@@ -297,14 +290,14 @@ def test_freed_outputs_are_not_kept_alive_by_the_planner_nor_the_arena() -> None
     qsl = np.array([0, 1], dtype=np.int32)
     for position in (0, 1, 2):
         runner.plan_mm_gather(["a"], 1, one, qsl, one, np.array([position], dtype=np.int32)).rows()
-    assert runner.arena.rows_free == 0  # both outputs mirrored
+    assert runner.arena.rows_free == 0  # both outputs copied
     freed = weakref.ref(cache.encoder_outputs["f0"])
     cache.free_encoder_output("f0")
     plan = runner.plan_mm_gather(["a"], 1, one, qsl, one, np.array([3], dtype=np.int32))
     assert plan.num_rows == 1
     gc.collect()
     assert freed() is None
-    assert runner.arena.rows_free == 2  # its mirror gave the rows back
+    assert runner.arena.rows_free == 2  # its copy holds no live rows
 
 
 def test_replaced_output_is_gathered_anew() -> None:
@@ -331,7 +324,7 @@ def test_a_full_arena_names_the_identifier_the_rows_needed_and_free() -> None:
     )
     runner = _runner(scenario, scenario.build_cache(), True, arena_rows=5)
     plan = _plan(runner, scenario.req_ids, scenario.arrays(), 0)
-    with pytest.raises(ArenaFullError, match=r"'a1'.* needs 3 contiguous rows and 2 rows are free"):
+    with pytest.raises(ArenaFullError, match=r"'a1'.* needs 3 rows and 2 rows are free"):
         plan.rows()
     assert isinstance(ArenaFullError("x", 1, 0), RuntimeError)
 
@@ -343,7 +336,8 @@ def test_rows_into_a_given_buffer() -> None:
     out = torch.empty(plan.num_rows, 4)
     assert plan.rows(out=out) is out
     assert torch.equal(out, torch.cat(plan.pieces()))
-    with pytest.raises(ValueError, match=r"out must be a contiguous tensor of shape \(3, 4\)"):
+    wanted = r"out must be a contiguous torch.float32 tensor of shape \(3, 4\) on cpu, got "
+    with pytest.raises(ValueError, match=wanted + r"a torch.float32 tensor of shape \(2, 4\)"):
         plan.rows(out=torch.empty(2, 4))
 
 
@@ -352,23 +346,17 @@ def test_empty_batch_gives_an_empty_plan() -> None:
     runner = _runner(scenario, scenario.build_cache(), True)
     plan = _plan(runner, [], scenario.arrays(), 0)
     assert plan.is_mm_embed.shape == (0,)
-    assert plan.num_rows == plan.num_pieces == 0
+    assert plan.num_rows == len(plan.pieces()) == 0
     assert plan.pieces() == []
     assert plan.rows().shape == (0, 4)
 
 
-@pytest.mark.parametrize("stored", [False, True], ids=["assigned", "stored"])
-def test_output_with_too_few_rows_placed_directly_is_never_sliced_short(stored: bool) -> None:
+def test_output_with_too_few_rows_placed_directly_is_never_sliced_short(planner: str) -> None:
     scenario = GatherScenario(requests=(RequestSpec("a", 8, 0, 4, (FeatureSpec("a0", 1, 3),)),))
     cache = scenario.build_cache()
     runner = _runner(scenario, cache, False)
-    if stored:
-        _stored(scenario, runner)
-        _plan(runner, scenario.req_ids, scenario.arrays(), 0).rows()
+    _plan(runner, scenario.req_ids, scenario.arrays(), 0).rows()
     cache.encoder_outputs["a0"] = torch.ones(2, 4)  # bypasses the checked way in
-    plan = _plan(runner, scenario.req_ids, scenario.arrays(), 0)
     pattern = r"encoder output of 'a0' has 2 rows but its placeholder has num_embeds=3"
     with pytest.raises(ValueError, match=pattern):
-        plan.pieces()
-    with pytest.raises(ValueError, match=pattern):
-        plan.rows()
+        _plan(runner, scenario.req_ids, scenario.arrays(), 0)

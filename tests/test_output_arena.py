@@ -1,4 +1,4 @@
-"""The encoder-output arena: owned views, mirrors, rows that come back, a clear error when full."""
+"""The encoder-output arena: copies that stay current, rows that come back, a clear error when full."""
 
 from __future__ import annotations
 
@@ -20,67 +20,74 @@ def _tensor(rows: int, value: float) -> torch.Tensor:
     return torch.full((rows, HIDDEN), value)
 
 
-def test_a_stored_output_is_a_view_of_the_arena_and_gathers_by_index() -> None:
+def _copy_of(arena: EncoderOutputArena, identifier: str, output: torch.Tensor) -> torch.Tensor:
+    (start,) = arena.locate([identifier], [output]).tolist()
+    return arena.storage[start : start + output.shape[0]]
+
+
+def test_an_output_is_copied_once_and_found_again() -> None:
     arena = _arena(8)
-    view = arena.store("x", _tensor(3, 2.0))
-    assert view.untyped_storage().data_ptr() == arena.storage.untyped_storage().data_ptr()
-    starts, rows = arena.locate(["x"], [view])
-    assert rows.tolist() == [3]
-    got = arena.gather(torch.tensor([int(starts[0]) + 2, int(starts[0])]))
-    assert torch.equal(got, torch.full((2, HIDDEN), 2.0))
+    output = _tensor(3, 2.0)
+    first = arena.locate(["x"], [output])
+    assert torch.equal(_copy_of(arena, "x", output), output)
+    arena.storage.zero_()  # were it copied again, the values would come back
+    assert arena.locate(["x"], [output]).tolist() == first.tolist()
+    assert torch.equal(_copy_of(arena, "x", output), torch.zeros(3, HIDDEN))
     assert arena.rows_free == 5
 
 
-def test_rows_come_back_when_an_output_is_dropped() -> None:
-    arena = _arena(6)
-    kept = arena.store("a", _tensor(2, 1.0))
-    dropped = arena.store("b", _tensor(2, 2.0))
-    mirrored = _tensor(2, 3.0)
-    arena.locate(["c"], [mirrored])  # a mirror of a tensor cached elsewhere
-    assert arena.rows_free == 0
-    del dropped, mirrored
-    gc.collect()
-    assert arena.rows_free == 4
-    # The freed extents merged: one output of four rows fits again.
-    bigger = _tensor(4, 4.0)
-    starts, _ = arena.locate(["d"], [bigger])
-    assert torch.equal(arena.storage[int(starts[0]) : int(starts[0]) + 4], bigger)
-    assert torch.equal(kept, _tensor(2, 1.0))
+def test_an_output_written_in_place_is_copied_anew() -> None:
+    arena = _arena(8)
+    output = _tensor(2, 1.0)
+    arena.locate(["x"], [output])
+    output += 6  # torch counts the write in the tensor's version
+    assert torch.equal(_copy_of(arena, "x", output), _tensor(2, 7.0))
+    output[1:].fill_(-1.0)  # a write through a view counts too
+    assert torch.equal(_copy_of(arena, "x", output)[1], torch.full((HIDDEN,), -1.0))
 
 
 def test_a_replaced_tensor_is_copied_anew() -> None:
     arena = _arena(8)
-    first = _tensor(2, 1.0)
-    arena.locate(["x"], [first])
+    arena.locate(["x"], [_tensor(2, 1.0)])
     second = _tensor(2, 5.0)  # the same identifier, a new output
-    starts, _ = arena.locate(["x"], [second])
-    assert torch.equal(arena.storage[int(starts[0]) : int(starts[0]) + 2], second)
+    assert torch.equal(_copy_of(arena, "x", second), second)
+    assert arena.rows_free == 6  # the first copy's rows came back
 
 
-def test_mirrors_make_room_but_not_those_in_use() -> None:
+def test_an_output_that_requires_grad_is_copied_as_plain_values() -> None:
+    arena = _arena(4)
+    output = _tensor(2, 3.0).requires_grad_()
+    copy = _copy_of(arena, "x", output)
+    assert torch.equal(copy, output.detach())
+    assert not arena.storage.requires_grad
+    assert arena.storage.grad_fn is None
+    index = torch.tensor([0, 1])
+    torch.index_select(arena.storage, 0, index, out=torch.empty(2, HIDDEN))  # still fine
+
+
+def test_rows_of_dropped_outputs_come_back_when_room_is_needed() -> None:
+    arena = _arena(6)
+    kept, dropped = _tensor(2, 1.0), _tensor(2, 2.0)
+    arena.locate(["a", "b"], [kept, dropped])
+    assert arena.rows_free == 2
+    del dropped
+    gc.collect()
+    assert arena.rows_free == 4  # a copy of a freed tensor holds no live rows
+    bigger = _tensor(4, 4.0)
+    assert torch.equal(_copy_of(arena, "d", bigger), bigger)  # made room for it
+
+
+def test_room_is_made_from_copies_the_call_does_not_need() -> None:
     arena = _arena(4)
     old = _tensor(3, 1.0)
     arena.locate(["old"], [old])
     new = _tensor(3, 2.0)
-    starts, _ = arena.locate(["new"], [new])  # the old mirror is evicted for it
-    assert torch.equal(arena.storage[int(starts[0]) : int(starts[0]) + 3], new)
-    with pytest.raises(ArenaFullError, match=r"'b'.* needs 3 contiguous rows and 1 rows are free"):
+    assert torch.equal(_copy_of(arena, "new", new), new)  # the old copy gave way
+    with pytest.raises(ArenaFullError, match=r"'b'.* needs 3 rows and 1 rows are free"):
         arena.locate(["a", "b"], [_tensor(3, 3.0), _tensor(3, 4.0)])
+    assert torch.equal(_copy_of(arena, "c", _tensor(2, 5.0)), _tensor(2, 5.0))  # still usable
 
 
-def test_owned_outputs_are_never_evicted() -> None:
-    arena = _arena(4)
-    view = arena.store("a", _tensor(3, 1.0))
-    with pytest.raises(ArenaFullError, match=r"'b'.* needs 2 contiguous rows and 1 rows are free"):
-        arena.store("b", _tensor(2, 2.0))
-    assert torch.equal(view, _tensor(3, 1.0))
-
-
-def test_bad_outputs_and_sizes_are_rejected_by_name() -> None:
-    arena = _arena(4)
-    with pytest.raises(ValueError, match=r"encoder output of 'x' has shape \(2, 5\)"):
-        arena.locate(["x"], [torch.zeros(2, 5)])
-    with pytest.raises(ValueError, match=r"must be a torch\.Tensor"):
-        arena.locate(["y"], ["not a tensor"])  # type: ignore[list-item]
+def test_sizes_are_checked_by_name() -> None:
     with pytest.raises(ValueError, match="arena_rows must be a positive int"):
         _arena(0)

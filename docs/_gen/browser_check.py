@@ -12,7 +12,10 @@ so it needs nothing beyond the standard library). It loads
    any element of the page's text (a table, a code block, a figure, a paragraph) that
    is wider than the column, or whose content is wider than its own box so that part
    of it hides behind a scroll bar, is a problem, reported with the page, the element
-   and both widths,
+   and both widths; and any word that the layout breaks over two lines where a reader
+   expects it whole (a table header, inline code in a table cell, a check ID anywhere,
+   code blocks included) is a problem too, reported with the page, the element and the
+   word,
 
 and fails on any console error, uncaught exception, failed load, or request to a host
 other than 127.0.0.1. Screenshots of the specification page and of the search results
@@ -126,6 +129,81 @@ _MEASURE_COLUMN = """
   return {column: Math.round(right - left), found: found};
 })()
 """.replace("SLACK_PX", str(LAYOUT_SLACK_PX))
+# Runs in the page: the words that the layout splits over two lines where a reader
+# expects them whole. Table headers may wrap between words, never inside one ("clau /
+# se"); inline code in table cells holds identifiers, options and commands, whose
+# hyphens are no place to break; a check ID (`G5-rows-match-mask`) is one token wherever
+# it appears, in prose, lists and code blocks too. A word is split when the boxes of its
+# characters lie on more than one line. Each word is reported once.
+_MEASURE_WRAPS = """
+(() => {
+  const column = document.querySelector("article.md-content__inner");
+  if (!column) return null;
+  const sectionOf = (el) => {
+    for (let node = el; node && node !== column; node = node.parentElement) {
+      for (let prev = node.previousElementSibling; prev; prev = prev.previousElementSibling) {
+        if (/^H[1-6]$/.test(prev.tagName)) return prev.textContent.replace("\u00b6", "").trim();
+      }
+    }
+    return "";
+  };
+  const lineCount = (range) => {
+    const rects = [...range.getClientRects()].filter((r) => r.width > 0 && r.height > 0);
+    const tops = rects.map((r) => r.top).sort((a, b) => a - b);
+    const tolerance = Math.min(...rects.map((r) => r.height)) / 2;
+    let lines = 0;
+    let last = -Infinity;
+    for (const top of tops) {
+      if (top - last > tolerance) lines += 1;
+      last = top;
+    }
+    return lines;
+  };
+  const found = [];
+  const seen = new Map();  // text node -> offsets of split words reported: each word once
+  const firstReport = (node, offset) => {
+    if (!seen.has(node)) seen.set(node, new Set());
+    const offsets = seen.get(node);
+    const fresh = !offsets.has(offset);
+    offsets.add(offset);
+    return fresh;
+  };
+  const measure = (name, el, chars, pattern) => {
+    const text = chars.map(([node, i]) => node.data[i]).join("");
+    for (const match of text.matchAll(pattern)) {
+      const first = chars[match.index];
+      const last = chars[match.index + match[0].length - 1];
+      const range = document.createRange();
+      range.setStart(first[0], first[1]);
+      range.setEnd(last[0], last[1] + 1);
+      const lines = lineCount(range);
+      if (lines > 1 && firstReport(first[0], first[1])) {
+        const section = sectionOf(el);
+        found.push({element: name + (section ? " under '" + section.slice(0, 60) + "'" : ""),
+                    word: match[0].slice(0, 80), lines: lines});
+      }
+    }
+  };
+  const charsOf = (el) => {  // [text node, offset] of every character under el, in order
+    const chars = [];
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (let i = 0; i < node.data.length; i += 1) chars.push([node, i]);
+    }
+    return chars;
+  };
+  // Check IDs first, in every text node of the column, so that they are named as such.
+  const walker = document.createTreeWalker(column, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const chars = Array.from({length: node.data.length}, (_, i) => [node, i]);
+    measure("check ID", node.parentElement, chars, /\\b[GCDRET][0-9]+(?:-[a-z0-9]+)+/g);
+  }
+  for (const el of column.querySelectorAll("th, td code")) {
+    measure(el.tagName.toLowerCase(), el, charsOf(el), /[^\\s\u00b6]+/g);
+  }
+  return {found: found};
+})()
+"""
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -437,15 +515,18 @@ def check_site(site: Path, out: Path, chromium: str) -> BrowserReport:
         # 4. Every page: nothing wider than the content column.
         pages = site_pages(site)
         wide: list[str] = []
+        split: list[str] = []
         for page in pages:
             _open(session, base + page)
             wide += layout_problems(session.evaluate(_MEASURE_COLUMN), page)
+            split += wrap_problems(session.evaluate(_MEASURE_WRAPS), page)
             problems += _problems_in(session.events, page)
         notes.append(
             f"layout: {len(pages)} pages at {WINDOW_WIDTH}px, "
-            f"{len(wide)} elements wider than their column"
+            f"{len(wide)} elements wider than their column, "
+            f"{len(split)} words split over lines"
         )
-        problems += wide
+        problems += wide + split
     return BrowserReport(problems, shots, notes)
 
 
@@ -477,6 +558,17 @@ def layout_problems(measured: dict[str, Any] | None, page: str) -> list[str]:
                 f"{item['box']}px box (the {column}px column): part of it is hidden"
             )
     return problems
+
+
+def wrap_problems(measured: dict[str, Any] | None, page: str) -> list[str]:
+    """Turn what :data:`_MEASURE_WRAPS` found on ``page`` into one problem per split word."""
+    where = page or "home"
+    if measured is None:
+        return [f"{where}: no content column (article.md-content__inner) to measure"]
+    return [
+        f"{where}: {item['element']}: {item['word']!r} is split over {item['lines']} lines"
+        for item in measured["found"]
+    ]
 
 
 def build_site(site: Path) -> None:

@@ -5,6 +5,11 @@ the check catalog page marks the full table with ``<!-- check-catalog -->``. Bot
 filled at build time from the suite's catalog, which reads each check's decorator, so the pages cannot drift from
 the suite. A clause without a check, or a check naming a clause the specification page
 lacks, is logged as a warning, which fails ``mkdocs build --strict``.
+
+The same Markdown pass drops the docs tests' ``# docs-test:`` markers from code blocks
+(``docs_test_markers.py``), so that no rendered example shows one; and once a page is
+rendered, its check IDs and the words of code in its tables are kept whole
+(``whole_words.py``), so the browser never breaks one at a hyphen.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from docs_test_markers import strip_markers
 from mkdocs.exceptions import PluginError
 from rtmm_docs_catalog import (
     CATALOG_MARKER,
@@ -27,6 +33,7 @@ from rtmm_docs_catalog import (
     render_clause_checks,
     spec_clause_ids,
 )
+from whole_words import keep_words_whole
 
 log = logging.getLogger("mkdocs.hooks.check_catalog")
 
@@ -49,7 +56,8 @@ def on_config(config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace the catalog markers of a page with the rendered checks."""
+    """Replace the catalog markers of a page with the rendered checks; drop docs-test markers."""
+    markdown = strip_markers(markdown)
     if CATALOG_MARKER in markdown:
         markdown = markdown.replace(CATALOG_MARKER, render_catalog(_checks, _clauses))
 
@@ -62,3 +70,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return render_clause_checks(clause, _checks)
 
     return CLAUSE_MARKER.sub(clause_checks, markdown)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Keep the rendered page's check IDs, and the words of code in its tables, whole."""
+    return keep_words_whole(html)

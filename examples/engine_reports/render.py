@@ -132,9 +132,12 @@ def _group_row(text: str, group: _Group) -> str:
     if not group.named and len(reasons) == 1 and reasons != {text}:
         text = f"{reasons.pop()}; seen: {text}"
     names = "<br>".join(f"`{label}`" for label, _, _, _ in group.checks)
-    levels = "/".join(sorted({level for _, level, _, _ in group.checks}))
-    outcomes = "/".join(sorted({outcome for _, _, outcome, _ in group.checks}))
-    return f"| {_escape(text)} | {names} | {levels} | {outcomes} |"
+    # "failed (MUST)", as the summary line words it: one column, not two, so that the
+    # table fits the docs' content column beside the check IDs, which never wrap.
+    outcomes = "<br>".join(
+        sorted({f"{outcome} ({level})" for _, level, outcome, _ in group.checks})
+    )
+    return f"| {_escape(text)} | {names} | {outcomes} |"
 
 
 def render_causes() -> str:
@@ -158,8 +161,8 @@ def render_causes() -> str:
             sections.append("Every check that ran passed.\n")
             continue
         sections.append(
-            "| cause (the report's, else the error text the checks saw) | checks | level "
-            "| outcome |\n|---|---|---|---|"
+            "| cause (the report's, else the error text the checks saw) | checks | outcome |\n"
+            "|---|---|---|"
         )
         sections.extend(_group_row(text, group) for text, group in groups.items())
         sections.append("")

@@ -1,7 +1,6 @@
 """The reference implementation of the contract, on CPU and CUDA.
 
-The input batch and the toy models live in :mod:`rtmm_protocol.testing`; they are
-exported here too for code written against 0.1.
+(The input batch and toy models of :mod:`rtmm_protocol.testing` are exported for 0.1 code.)
 """
 
 from rtmm_protocol.reference.encoder_runner import EncoderRunner, default_arena_rows

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 
 from rtmm_protocol.encoder_cache import EncoderCache
-from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.protocols import MultiModalModel
 from rtmm_protocol.realtime import supports_realtime
+from rtmm_protocol.reference.feature_table import FeatureTable
 from rtmm_protocol.reference.gather_plan import MMGatherPlan
-from rtmm_protocol.reference.gather_planner import GatherPlanner
+from rtmm_protocol.reference.gather_planner import plan_gather
 from rtmm_protocol.reference.output_arena import EncoderOutputArena
 from rtmm_protocol.types import IntArray
 from rtmm_protocol.validation import (
@@ -23,6 +22,7 @@ from rtmm_protocol.validation import (
     check_encoder_output,
     check_feature_list,
     check_gather_args,
+    check_scheduled_encoder_inputs,
     check_size,
     validation_enabled,
 )
@@ -38,23 +38,17 @@ def default_arena_rows(max_num_tokens: int) -> int:
 class EncoderRunner:
     """Encoder-runner level implementation of :class:`~rtmm_protocol.MMEmbeddingGatherer`.
 
-    Gathers are planned for the whole batch with array operations
-    (:meth:`plan_mm_gather`); the list form of SPEC G6 is that plan's pieces. The
-    outputs this runner encodes live in an :class:`EncoderOutputArena` of
-    ``arena_rows`` rows (default :func:`default_arena_rows`), and the cache holds the
-    arena's views of them; an output the engine assigns to the cache directly is copied
-    into the arena the first time a plan's :meth:`~MMGatherPlan.rows` needs it. Either
-    way the rows of a step are one ``index_select`` away.
+    A gather is planned for the whole batch (:meth:`plan_mm_gather`) over a
+    :class:`~rtmm_protocol.reference.feature_table.FeatureTable` kept in step with the
+    cache; the list form of SPEC G6 is the plan's pieces. Steps that read a few rows
+    from each of many outputs take them from copies in an
+    :class:`~rtmm_protocol.reference.output_arena.EncoderOutputArena` of ``arena_rows``
+    rows (default :func:`default_arena_rows`).
 
-    ``validate`` switches on the full batch and feature checks of SPEC E1/E2 (``None``
-    reads the ``RTMM_PROTOCOL_VALIDATE`` environment variable); they are off on the hot
-    path. Without them every call still runs
-    :func:`~rtmm_protocol.validation.check_batch` (types, offsets, positions in range),
-    and a call that raises leaves the runner as it was: the next valid call returns
-    what a fresh runner would.
-
-    Threads: use one runner per thread (a call writes its arena and feature table
-    without locks). Several runners may share one cache as long as they only read it.
+    ``validate`` switches on the full checks of SPEC E1/E2 (``None`` reads the
+    ``RTMM_PROTOCOL_VALIDATE`` environment variable); without them every call still runs
+    :func:`~rtmm_protocol.validation.check_batch`. A call that raises leaves the runner as
+    it was. Threads: use one runner per thread; several may share a cache they only read.
     """
 
     def __init__(
@@ -73,16 +67,12 @@ class EncoderRunner:
         hidden_size = check_size("hidden_size", hidden_size)
         self.device = torch.device(device)
         check_device("device", self.device)
-        rows = default_arena_rows(max_num_tokens) if arena_rows is None else arena_rows
-        rows = check_size("arena_rows", rows)
-        check_buffer_size(
-            "max_num_tokens" if arena_rows is None else "arena_rows",
-            max_num_tokens if arena_rows is None else rows,
-            rows,
-            hidden_size,
-            dtype,
-            self.device,
-        )
+        if arena_rows is None:
+            rows, asked_by = default_arena_rows(max_num_tokens), ("max_num_tokens", max_num_tokens)
+        else:
+            rows = check_size("arena_rows", arena_rows)
+            asked_by = ("arena_rows", rows)
+        check_buffer_size(*asked_by, rows, hidden_size, dtype, self.device)
         self.model = model
         self.max_num_tokens = max_num_tokens
         self.hidden_size = hidden_size
@@ -90,22 +80,21 @@ class EncoderRunner:
         self.dtype = dtype
         self.validate = validation_enabled(validate)
         self.is_realtime = supports_realtime(model)
-        #: Where the encoder outputs' rows live for :meth:`MMGatherPlan.rows`.
+        #: Copies of the outputs that steps of short pieces read (see MMGatherPlan.rows).
         self.arena = EncoderOutputArena(rows, hidden_size, dtype=dtype, device=self.device)
-        self.planner = GatherPlanner(is_realtime=self.is_realtime, arena=self.arena)
-
-    # ------------------------------------------------------------------ encoder (R1)
+        #: The cache's features, as searchable arrays.
+        self.table = FeatureTable()
 
     def execute_encoder(self, scheduled_encoder_inputs: Mapping[str, Sequence[int]]) -> int:
         """Encode the scheduled items that are not cached yet; return how many were encoded.
 
-        Items whose output is already cached, or whose ``data`` is ``None``, are skipped.
-        Each output is checked against its feature (rows and hidden size) and copied into
-        the arena; the cache receives the arena's view of those rows.
+        SPEC R1: items whose output is already cached, or whose ``data`` is ``None``, are
+        skipped. Each output is checked against its feature (rows and hidden size) and
+        cached in the runner's dtype and device, without autograd history.
         """
-        cache = self.encoder_cache
-        encoded = 0
-        for req_id, feature in self._scheduled_features(scheduled_encoder_inputs):
+        cache, encoded = self.encoder_cache, 0
+        scheduled = check_scheduled_encoder_inputs(scheduled_encoder_inputs, cache.mm_features)
+        for req_id, feature in scheduled:
             if feature.identifier in cache.encoder_outputs or feature.data is None:
                 continue
             check_feature_list(req_id, (feature,))  # it may have been assigned unchecked
@@ -122,55 +111,10 @@ class EncoderRunner:
                 )
             output = outputs[0]
             check_encoder_output(feature, output, self.hidden_size)
-            cache.encoder_outputs[feature.identifier] = self.arena.store(feature.identifier, output)
+            output = output.detach().to(device=self.device, dtype=self.dtype)
+            cache.encoder_outputs[feature.identifier] = output
             encoded += 1
         return encoded
-
-    def _scheduled_features(self, scheduled: object) -> list[tuple[str, MultiModalFeature]]:
-        """The ``(req_id, feature)`` pairs ``scheduled_encoder_inputs`` names, all checked
-        before any is encoded.
-
-        It must map registered request ids to collections of feature indices (ints or
-        numpy integers within the request's list); anything else raises ``ValueError``
-        naming ``scheduled_encoder_inputs`` and the value.
-        """
-        if not isinstance(scheduled, Mapping):
-            raise ValueError(
-                "scheduled_encoder_inputs must map request ids to feature indices, got "
-                f"{type(scheduled).__name__}"
-            )
-        mm_features = self.encoder_cache.mm_features
-        chosen = []
-        for req_id, indices in scheduled.items():
-            features = mm_features.get(req_id) if isinstance(req_id, str) else None
-            if features is None:
-                raise ValueError(
-                    f"scheduled_encoder_inputs names request {req_id!r}, which is not in the "
-                    "encoder cache"
-                )
-            if (
-                isinstance(indices, (str, bytes, Mapping))
-                or not isinstance(indices, Collection)
-                or (isinstance(indices, np.ndarray) and indices.ndim != 1)
-            ):
-                raise ValueError(
-                    f"scheduled_encoder_inputs[{req_id!r}] must be a collection of feature "
-                    f"indices, got {indices!r}"
-                )
-            for index in indices:
-                if (
-                    isinstance(index, (bool, np.bool_))
-                    or not isinstance(index, (int, np.integer))
-                    or not 0 <= index < len(features)
-                ):
-                    raise ValueError(
-                        f"scheduled_encoder_inputs[{req_id!r}] holds index {index!r}, but the "
-                        f"request has {len(features)} features"
-                    )
-                chosen.append((req_id, features[int(index)]))
-        return chosen
-
-    # ------------------------------------------------------------------ gather (G1-G10)
 
     def plan_mm_gather(
         self,
@@ -184,45 +128,27 @@ class EncoderRunner:
     ) -> MMGatherPlan:
         """Plan the gather of the scheduled tokens (SPEC G1-G9) without materializing it.
 
-        Takes the arguments of :meth:`gather_mm_embeddings` and raises what it raises
-        (missing outputs, G7; malformed input, E1/E2 when validating).
+        Takes the arguments of :meth:`gather_mm_embeddings` and raises what it raises.
         """
+        arrays = (num_scheduled_tokens, query_start_loc, prefill_lens, num_computed_tokens)
         if self.validate:
+            known = self.encoder_cache.mm_features
             batch = check_gather_args(
-                req_ids,
-                total_num_scheduled_tokens,
-                num_scheduled_tokens,
-                query_start_loc,
-                prefill_lens,
-                num_computed_tokens,
-                draft_lookahead,
-                known_req_ids=self.encoder_cache.mm_features,
+                req_ids, total_num_scheduled_tokens, *arrays, draft_lookahead, known
             )
         else:
-            batch = check_batch(
-                req_ids,
-                total_num_scheduled_tokens,
-                num_scheduled_tokens,
-                query_start_loc,
-                prefill_lens,
-                num_computed_tokens,
-                draft_lookahead,
-            )
+            batch = check_batch(req_ids, total_num_scheduled_tokens, *arrays, draft_lookahead)
         return self.plan_checked(req_ids, batch)
 
     def plan_checked(self, req_ids: list[str], batch: CheckedBatch) -> MMGatherPlan:
-        """:meth:`plan_mm_gather` for a batch that has passed the checks already.
-
-        ``batch`` is what :func:`~rtmm_protocol.validation.check_batch` (or, validating,
-        ``check_gather_args``) returned for ``req_ids``; the state checks its input
-        batch once and plans from that.
-        """
+        """:meth:`plan_mm_gather` for a ``batch`` that ``check_batch`` (or, validating,
+        ``check_gather_args``) returned for ``req_ids``: the state checks its batch once."""
         cache = self.encoder_cache
         if self.validate:  # SPEC E2: every list of the batch, whether the step reads it or not
             for req_id in req_ids:
                 check_feature_list(req_id, cache.mm_features.get(req_id, ()))
-        return self.planner.plan(
-            cache.mm_features, cache.encoder_outputs, req_ids, batch, validate=self.validate
+        return plan_gather(
+            self.table, self.arena, cache, req_ids, batch, is_realtime=self.is_realtime
         )
 
     def gather_mm_embeddings(
@@ -235,7 +161,7 @@ class EncoderRunner:
         num_computed_tokens: IntArray,
         draft_lookahead: int = 0,
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Return ``(mm_embeds, is_mm_embed)`` for the scheduled tokens (SPEC G1-G9)."""
+        """Return ``(mm_embeds, is_mm_embed)`` for the scheduled tokens (SPEC G1-G9, G10)."""
         plan = self.plan_mm_gather(
             req_ids,
             total_num_scheduled_tokens,

@@ -1,64 +1,54 @@
-"""The result of planning a gather: which slots get which encoder-output rows."""
+"""The result of planning a step's gather: which slots get which encoder-output rows."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.reference.output_arena import EncoderOutputArena
-from rtmm_protocol.validation import check_encoder_output
 
-__all__ = ["MMGatherPlan"]
+__all__ = ["MMGatherPlan", "PlannedPieces"]
 
 _I64 = npt.NDArray[np.int64]
+# Pieces of at least this many rows on average are copied block by block (torch.cat)
+# rather than row by row from the arena: see MMGatherPlan.rows.
+_BLOCK_ROWS = 8
+
+
+class PlannedPieces(NamedTuple):
+    """A plan's pieces in slot order: piece ``k`` is ``outputs[k][row_start[k]:row_end[k]]``,
+    ``outputs[k]`` the checked tensor the cache held under ``identifiers[k]`` when planned."""
+
+    outputs: list[torch.Tensor]
+    identifiers: list[str]
+    modalities: list[str]
+    row_start: _I64
+    row_end: _I64
 
 
 class MMGatherPlan:
-    """One step's gather, computed once and materialized in the form the caller needs.
+    """One step's gather, planned once and handed out in the form the caller needs.
 
-    ``is_mm_embed`` is the SPEC G4 mask (CPU bool tensor over the scheduled tokens) and
-    :attr:`slots` the flat slots that receive a row, increasing. The rows come as one
-    tensor from :meth:`rows` (one ``index_select`` over the runner's output arena) or as
-    the SPEC G6 list of views of the cached outputs from :meth:`pieces`.
-
-    Internally a plan is a list of *pieces*, one per contributing (request, feature)
-    pair: the cached output (``sources``), the feature, and the rows
-    ``[row_start, row_end)`` of the output it uses. Row ``j`` of :meth:`rows` is row
-    ``j`` of the pieces' concatenation and lands in ``slots[j]``. A plan reads the
-    cache as it was when planned: use it before the cache changes.
+    :attr:`is_mm_embed` is the SPEC G4 mask and :attr:`slots` its True slots; the rows
+    come as the G6 list of views (:meth:`pieces`) or as one tensor in slot order
+    (:meth:`rows`). A plan reads the cache as planned: use it before the cache changes.
     """
 
     def __init__(
         self,
-        *,
         is_mm_embed: npt.NDArray[np.bool_],
         slots: _I64,
-        sources: Sequence[torch.Tensor],
-        source_keys: list[int],
-        identifiers: list[str],
-        features: Sequence[MultiModalFeature],
-        row_start: _I64,
-        row_end: _I64,
-        num_embeds: _I64,
+        pieces: PlannedPieces,
         arena: EncoderOutputArena,
-        single_rows: bool,
     ) -> None:
-        #: SPEC G4: True at the slots that receive an encoder-output row.
+        #: SPEC G4: a CPU bool tensor over the scheduled tokens, True where a row lands.
         self.is_mm_embed = torch.from_numpy(is_mm_embed)
         self._slots = slots
-        self._sources = sources
-        self._source_keys = source_keys
-        self._identifiers = identifiers
-        self._features = features
-        self._row_start = row_start
-        self._row_end = row_end
-        self._num_embeds = num_embeds
+        self._pieces = pieces
         self._arena = arena
-        self._single_rows = single_rows  # every piece is one row
 
     @property
     def slots(self) -> torch.Tensor:
@@ -70,77 +60,82 @@ class MMGatherPlan:
         """Rows gathered: the number of True slots."""
         return int(self._slots.shape[0])
 
-    @property
-    def num_pieces(self) -> int:
-        """Entries of :meth:`pieces`: (request, feature) pairs that contribute rows."""
-        return len(self._sources)
-
     def pieces(self) -> list[torch.Tensor]:
-        """SPEC G6: one view of the cached output per contributing pair, with ``.modality``.
-
-        Raises ``ValueError`` naming the identifier for an output that is not a
-        ``(num_embeds, hidden_size)`` tensor on the runner's device: slicing a short one
-        would drop rows silently, and a numpy array or a meta tensor has no view to give.
-        """
-        pieces = []
-        hidden_size = self._arena.hidden_size
-        device = self._arena.storage.device
-        for source, start, end, feature, num_embeds in zip(
-            self._sources,
-            self._row_start.tolist(),
-            self._row_end.tolist(),
-            self._features,
-            self._num_embeds.tolist(),
-            strict=True,
-        ):
-            if (
-                not isinstance(source, torch.Tensor)
-                or source.shape != (num_embeds, hidden_size)
-                or source.device != device
-            ):
-                check_encoder_output(feature, source, hidden_size, device=device)
-            piece = source[start:end]
-            piece.modality = feature.modality  # type: ignore[attr-defined]  # SPEC G6 attribute
-            pieces.append(piece)
-        return pieces
-
-    def arena_rows(self) -> _I64:
-        """The arena row of each gathered row, in slot order (int64).
-
-        Outputs the arena does not hold yet are copied in first. Raises ``ValueError``
-        naming the identifier for an output whose shape does not match its feature, and
-        :class:`~rtmm_protocol.reference.output_arena.ArenaFullError` when the step's
-        outputs do not fit the arena together.
-        """
-        starts, rows = self._arena.locate(self._identifiers, self._sources, self._source_keys)
-        bad = rows != self._num_embeds
-        if bad.any():
-            k = int(bad.argmax())
-            check_encoder_output(self._features[k], self._sources[k], self._arena.hidden_size)
-        if self._single_rows:
-            return starts + self._row_start
-        counts = self._row_end - self._row_start
-        before = np.cumsum(counts) - counts
-        # Row j of piece k is arena row start_k + row_start_k + (j - rows before piece k).
-        first = np.repeat(starts + self._row_start - before, counts)
-        index: _I64 = np.arange(first.shape[0], dtype=np.int64) + first
-        return index
+        """SPEC G6: a view of each piece's rows of its cached output, with ``.modality``."""
+        views = self._views()
+        for view, modality in zip(views, self._pieces.modalities, strict=True):
+            view.modality = modality  # type: ignore[attr-defined]  # SPEC G6 attribute
+        return views
 
     def rows(self, out: torch.Tensor | None = None) -> torch.Tensor:
-        """All gathered rows in slot order, ``(num_rows, hidden_size)``, by one ``index_select``.
+        """SPEC G5: every gathered row in slot order, ``(num_rows, hidden_size)``.
 
-        Equals ``torch.cat(self.pieces())``. ``out``, a contiguous tensor of exactly that
-        shape on the arena's dtype and device, receives the rows instead of a new tensor.
+        Equals ``torch.cat(self.pieces())``, as plain values (no autograd history).
+        ``out``, a contiguous tensor of that shape, dtype and device, receives them;
+        anything else raises ``ValueError`` naming ``out``. Raises
+        :class:`~rtmm_protocol.reference.output_arena.ArenaFullError` when the arena
+        cannot hold the outputs of short pieces together.
         """
-        arena = self._arena
-        if out is not None:
-            expected = (self.num_rows, arena.hidden_size)
-            if tuple(out.shape) != expected or not out.is_contiguous():
-                raise ValueError(
-                    f"out must be a contiguous tensor of shape {expected}, got "
-                    f"{tuple(out.shape)}{'' if out.is_contiguous() else ' (not contiguous)'}"
-                )
-        index = torch.from_numpy(self.arena_rows())
-        if not arena.storage.is_cpu:
-            index = index.to(arena.storage.device)
-        return arena.gather(index, out=out)
+        arena, pieces = self._arena, self._pieces
+        storage = arena.storage
+        shape = (self.num_rows, arena.hidden_size)
+        if out is None:
+            out = torch.empty(shape, dtype=storage.dtype, device=storage.device)
+        else:
+            _check_out(out, shape, storage)
+        if not self.num_rows:
+            return out
+        if self.num_rows >= _BLOCK_ROWS * len(pieces.outputs):
+            # Long pieces: one block copy each, from the outputs (no arena copy); on 8 image
+            # chunks (11 pieces, 3,921 rows) 10% faster than selecting rows from the arena.
+            _check_disjoint(out, pieces.outputs)
+            with torch.no_grad():
+                return torch.cat(self._views(), out=out)
+        # Short pieces (decode): one index_select from the arena's copies. G5: piece k
+        # fills rows [before_k, before_k + count_k) of the result with rows row_start_k, ...
+        # of its output, which its copy holds from arena row start_k + row_start_k on.
+        _check_disjoint(out, [storage])
+        index = arena.locate(pieces.identifiers, pieces.outputs) + pieces.row_start
+        if self.num_rows > len(pieces.outputs):  # pieces of several rows: expand them
+            counts = pieces.row_end - pieces.row_start
+            index = np.repeat(index - (np.cumsum(counts) - counts), counts)
+            index += np.arange(self.num_rows, dtype=np.int64)
+        positions = torch.from_numpy(index)
+        if not storage.is_cpu:
+            positions = positions.to(storage.device)
+        return torch.index_select(storage, 0, positions, out=out)
+
+    def _views(self) -> list[torch.Tensor]:
+        pieces = self._pieces
+        starts, ends = pieces.row_start.tolist(), pieces.row_end.tolist()
+        return list(map(_slice_rows, pieces.outputs, starts, ends))
+
+
+def _slice_rows(output: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    return output[start:end]
+
+
+def _check_out(out: object, shape: tuple[int, int], storage: torch.Tensor) -> None:
+    """Refuse an ``out`` that cannot receive the rows, by a ``ValueError`` naming it."""
+    if isinstance(out, torch.Tensor):
+        if (
+            out.dtype is storage.dtype
+            and out.shape == shape
+            and out.is_contiguous()
+            and out.is_cpu == storage.is_cpu  # a meta tensor is not on the CPU
+            and out.get_device() == storage.get_device()  # -1 on the CPU
+        ):
+            return
+        layout = "" if out.is_contiguous() else "non-contiguous "
+        seen = f"a {layout}{out.dtype} tensor of shape {tuple(out.shape)} on {out.device}"
+    else:
+        seen = f"a {type(out).__name__}"
+    wanted = f"a contiguous {storage.dtype} tensor of shape {shape} on {storage.device}"
+    raise ValueError(f"out must be {wanted}, got {seen}")
+
+
+def _check_disjoint(out: torch.Tensor, read: list[torch.Tensor]) -> None:
+    """Refuse an ``out`` that shares memory with a tensor the rows are read from."""
+    target = out.untyped_storage().data_ptr()
+    if any(tensor.untyped_storage().data_ptr() == target for tensor in read):
+        raise ValueError("out shares memory with a tensor the rows are read from")

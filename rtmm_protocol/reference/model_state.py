@@ -11,7 +11,6 @@ from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.protocols import InputBatch, MultiModalModel, TextModel
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.reference.encoder_runner import EncoderRunner
-from rtmm_protocol.reference.gather_plan import MMGatherPlan
 from rtmm_protocol.validation import (
     check_buffer_size,
     check_device,
@@ -27,31 +26,15 @@ __all__ = ["ReferenceModelState"]
 class ReferenceModelState:
     """Prepares ``inputs_embeds`` for each step of a multimodal (or realtime) model.
 
-    The buffer of ``max_num_tokens`` rows is allocated once, here. Dummy runs hand out
-    views of it without touching the encoder or the cache, and the real path writes the
-    merged embeddings into the same storage, so a CUDA graph captured on a dummy run
-    reads the real embeddings when replayed.
-
-    A real step plans the gather, collects the rows with one ``index_select`` from the
-    encoder runner's output arena (``arena_rows`` rows; see
-    :func:`~rtmm_protocol.reference.encoder_runner.default_arena_rows`) into a reusable
-    buffer, and hands them to the model packed as one tensor (SPEC R2). On CUDA the
-    host-built mask and row indices go through pinned staging buffers of fixed capacity
-    and non-blocking copies into fixed device buffers: a step issues the same few
-    kernels whatever its batch.
-
-    A model without ``embed_multimodal`` makes a text-only state: no buffer,
-    ``dummy_inputs_embeds`` and ``get_mm_embeddings`` return ``None``.
-
-    Bad input gets a ``ValueError`` naming the field and the value (SPEC E1-E3); every
-    call checks its batch (:func:`~rtmm_protocol.validation.check_input_batch`) before
-    it encodes or writes anything, and a call that raises leaves the state usable: the
-    next valid call returns what a fresh state would.
-
-    Threads: use one state per thread (a call writes the persistent buffer, the staging
-    buffers and the runner's arena without locks). Several states may share one cache
-    as long as none changes it while another reads it; the real path caches the outputs
-    it encodes, so those calls must not overlap with other users of the cache.
+    One buffer of ``max_num_tokens`` rows is allocated here. Dummy runs hand out views of
+    it and the real path writes the merged embeddings into it, so a CUDA graph captured
+    on a dummy run reads the real embeddings when replayed. A real step encodes what is
+    scheduled, plans the gather, collects the rows into a second buffer and hands them
+    to the model packed as one tensor (on CUDA, mask and row index are copied to the
+    device each step; not run by the CPU-only checks). Without ``embed_multimodal`` the
+    state is text-only: no buffer, and both methods return ``None``. Bad input gets a
+    ``ValueError`` naming the field (SPEC E1-E3) before anything is encoded or written.
+    Threads: one state per thread; several may share a cache none of them changes.
     """
 
     def __init__(
@@ -72,13 +55,9 @@ class ReferenceModelState:
         check_device("device", self.device)
         self.supports_mm_inputs = callable(getattr(model, "embed_multimodal", None))
         if self.supports_mm_inputs:  # the persistent buffer and the rows buffer
+            rows = 2 * max_num_tokens
             check_buffer_size(
-                "max_num_tokens",
-                max_num_tokens,
-                2 * max_num_tokens,
-                hidden_size,
-                dtype,
-                self.device,
+                "max_num_tokens", max_num_tokens, rows, hidden_size, dtype, self.device
             )
         self.model = model
         self.encoder_cache = encoder_cache
@@ -97,29 +76,13 @@ class ReferenceModelState:
             validate=validate,
             arena_rows=arena_rows if self.supports_mm_inputs else 1,
         )
+        #: D2: the one buffer every dummy run and real step hands out (None: text only).
         self.inputs_embeds: torch.Tensor | None = None
-        self._rows: torch.Tensor | None = None
-        self._index_staging: torch.Tensor | None = None
-        self._mask_staging: torch.Tensor | None = None
-        self._index_device: torch.Tensor | None = None
-        self._mask_device: torch.Tensor | None = None
-        self._staged: torch.cuda.Event | None = None
+        self._rows: torch.Tensor | None = None  # where a real step's rows are gathered
         if self.supports_mm_inputs:
-            self.inputs_embeds = torch.zeros(
-                max_num_tokens, hidden_size, dtype=dtype, device=self.device
-            )
-            self._rows = torch.zeros(max_num_tokens, hidden_size, dtype=dtype, device=self.device)
-            if self.device.type == "cuda":
-                self._index_staging = torch.zeros(
-                    max_num_tokens, dtype=torch.int64, pin_memory=True
-                )
-                self._mask_staging = torch.zeros(max_num_tokens, dtype=torch.bool, pin_memory=True)
-                self._index_device = torch.zeros(
-                    max_num_tokens, dtype=torch.int64, device=self.device
-                )
-                self._mask_device = torch.zeros(
-                    max_num_tokens, dtype=torch.bool, device=self.device
-                )
+            shape = (max_num_tokens, hidden_size)
+            self.inputs_embeds = torch.zeros(shape, dtype=dtype, device=self.device)
+            self._rows = torch.zeros(shape, dtype=dtype, device=self.device)
 
     @property
     def validate(self) -> bool:
@@ -136,16 +99,17 @@ class ReferenceModelState:
         ``num_tokens`` may be any integer (a numpy one too) in ``[0, max_num_tokens]``.
         """
         n = require_int("num_tokens", num_tokens)
-        if not 0 <= n <= self.max_num_tokens:
+        if not 0 <= n <= self.max_num_tokens:  # D5: never a short slice
             raise ValueError(f"num_tokens={n} is outside [0, max_num_tokens={self.max_num_tokens}]")
-        if self.inputs_embeds is None:
+        if self.inputs_embeds is None:  # D1: a text-only state
             return None
+        # D1, D2: rows [0, n) of the one buffer. D3, D4: no encoder, no cache, no allocation.
         return self.inputs_embeds[:n]
 
     def gather_mm_embeddings(
         self, input_batch: InputBatch, draft_lookahead: int = 0
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """The runner-level gather over the batch's fields (G10)."""
+        """G10: the runner-level gather over the batch's fields."""
         batch = check_input_batch(
             input_batch,
             draft_lookahead,
@@ -179,9 +143,13 @@ class ReferenceModelState:
         )
         num_tokens = batch.total
         padded = int(input_batch.num_tokens_after_padding)
-        self.encoder_runner.execute_encoder(scheduled_encoder_inputs)
+        self.encoder_runner.execute_encoder(scheduled_encoder_inputs)  # R1
         plan = self.encoder_runner.plan_checked(input_batch.req_ids, batch)
-        rows, mask = self._rows_and_mask(plan, num_tokens)
+        assert self._rows is not None  # allocated with the buffer
+        # R2: the rows packed as one tensor, in slot order (a merge that concatenates the
+        # pieces gets the same values). R3: realtime decode gathers like any step (G3).
+        rows = plan.rows(out=self._rows[: plan.num_rows])
+        mask = plan.is_mm_embed.to(self.device)
         merged = self.model.embed_input_ids(
             input_batch.input_ids[:num_tokens], [rows] if plan.num_rows else [], mask
         )
@@ -190,33 +158,6 @@ class ReferenceModelState:
                 f"model.embed_input_ids returned shape {tuple(merged.shape)}, expected "
                 f"({num_tokens}, {self.hidden_size})"
             )
-        self.inputs_embeds[:num_tokens].copy_(merged)
-        return self.inputs_embeds[:padded]
-
-    def _rows_and_mask(
-        self, plan: MMGatherPlan, num_tokens: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The plan's rows (in the reusable buffer) and its mask, both on the device."""
-        assert self._rows is not None  # a multimodal state
-        num_rows = plan.num_rows
-        rows = self._rows[:num_rows]
-        if self._index_device is None or self._mask_device is None:
-            # ``rows`` fits the plan by construction: skip the checks of ``plan.rows``.
-            index = torch.from_numpy(plan.arena_rows())
-            return self.encoder_runner.arena.gather(index, out=rows), plan.is_mm_embed
-        assert self._index_staging is not None
-        assert self._mask_staging is not None
-        index = torch.from_numpy(plan.arena_rows())
-        if self._staged is not None:
-            # The previous step's copies may still read the staging buffers.
-            self._staged.synchronize()
-        self._index_staging[:num_rows].copy_(index)
-        self._mask_staging[:num_tokens].copy_(plan.is_mm_embed)
-        device_index = self._index_device[:num_rows]
-        device_mask = self._mask_device[:num_tokens]
-        device_index.copy_(self._index_staging[:num_rows], non_blocking=True)
-        device_mask.copy_(self._mask_staging[:num_tokens], non_blocking=True)
-        self._staged = torch.cuda.Event()  # type: ignore[no-untyped-call]  # untyped in torch
-        # The copies were queued on this device's stream, which need not be the current one.
-        self._staged.record(torch.cuda.current_stream(self.device))
-        return self.encoder_runner.arena.gather(device_index, out=rows), device_mask
+        with torch.no_grad():  # the buffer holds values, never a link into an autograd graph
+            self.inputs_embeds[:num_tokens].copy_(merged)
+        return self.inputs_embeds[:padded]  # R2, D2: a view of the one buffer

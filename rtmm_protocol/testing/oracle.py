@@ -118,6 +118,7 @@ def oracle_gather(
                         if miss not in result.missing:
                             result.missing.append(miss)
                     break  # a look-ahead-only miss falls back to the token embedding
+                # G5: embed position q takes row q, or the count of embed positions before q.
                 row = sum(1 for flag in flags[j][:index] if flag)
                 result.mask[slot] = True
                 result.rows.append(ExpectedRow(slot, i, j, feature.identifier, row))

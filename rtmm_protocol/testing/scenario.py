@@ -49,7 +49,7 @@ def distinct_output(ordinal: int, num_embeds: int, hidden_size: int) -> torch.Te
     """The output of the ``ordinal``-th feature of a scenario: no two rows of a scenario agree.
 
     The first column holds ``(ordinal + 1) * 1000 + row``, an integer float32 holds
-    exactly, so a row taken from the wrong feature or the wrong position always shows,
+    exactly, so a row taken from the wrong feature or the wrong position always shows (G5),
     and a row can be traced back to its feature from its value alone.
     """
     if not 0 <= num_embeds < _DISTINCT_TAG_STRIDE:

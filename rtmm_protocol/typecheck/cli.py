@@ -30,16 +30,20 @@ TYPECHECK_EXTRA = "typecheck"
 _DESCRIPTION = """\
 Check that classes satisfy the rtmm-protocol Protocols (ModelState or MMEmbeddingGatherer).
 
-Each class is checked three ways: the run-time signature check (parameter names, kinds and
-defaults, the same check the conformance suite runs), mypy, and pyright when it is
-installed. Both type checkers read the configuration of the current directory. A class
-conforms only when all of them agree. Both come with the typecheck extra:
-pip install "rtmm-protocol[typecheck]".
+Each class's method signatures and attribute types are compared with the Protocol three
+ways: the run-time signature check (parameter names, kinds and defaults, the same check the
+conformance suite runs), and mypy and, when it is installed, pyright, both on a generated
+module that assigns the class to the Protocol. Both type checkers read the configuration
+of the current directory. A class matches only when all of them agree. Both come with the
+typecheck extra: pip install "rtmm-protocol[typecheck]".
+
+The rest of the class's module, its method bodies included, is not type-checked here: run
+mypy --strict and pyright on your modules for that (the command prints the lines to run).
 
 mypy's cache for these runs is kept apart from the project's .mypy_cache (so plain mypy
 runs stay fast): in $RTMM_TYPECHECK_CACHE_DIR, else under the user's cache directory.
 
-exit status: 0 all classes conform, 1 some do not (or a checker could not run),
+exit status: 0 all classes match, 1 some do not (or a checker could not run),
 2 usage error."""
 
 
@@ -115,10 +119,16 @@ def _run_checkers(targets: Sequence[Target], cwd: Path, pyright: str | None) -> 
 
 
 def _report(targets: Sequence[Target], runs: Sequence[CheckerRun], out: TextIO) -> int:
+    """Print one verdict per class, what the verdicts cover, and what they leave out."""
     failed_checkers = [run for run in runs if run.failure is not None]
     for run in failed_checkers:
         print(f"{run.checker} could not check the classes: {run.failure}", file=out)
-    conforming = 0
+    checkers = " and ".join(run.checker for run in runs)
+    scope = (
+        "checked: its method signatures and attribute types, by the run-time signature "
+        f"check and by {checkers} on a generated module"
+    )
+    matching = 0
     for index, target in enumerate(targets):
         problems = target.runtime_problems()
         findings = [
@@ -126,18 +136,44 @@ def _report(targets: Sequence[Target], runs: Sequence[CheckerRun], out: TextIO) 
             for run in runs
             for finding in run.findings.get(index, []) + run.findings.get(-1, [])
         ]
-        heading = f"{target.spec} ({target.protocol})"
         if not problems and not findings and not failed_checkers:
-            checked = ", ".join(["run-time signature check", *(run.checker for run in runs)])
-            print(f"{heading}: conforms ({checked})", file=out)
-            conforming += 1
+            print(f"{target.spec}: matches {target.protocol} ({scope})", file=out)
+            matching += 1
             continue
-        print(f"{heading}: does not conform", file=out)
+        print(f"{target.spec}: does not match {target.protocol}", file=out)
         _print_problems(problems, out)
         _print_findings(findings, out)
     total = len(targets)
-    print(f"{conforming} of {total} class{'es' if total != 1 else ''} conform", file=out)
-    return 0 if conforming == total and not failed_checkers else 1
+    counted = "class matches its" if total == 1 else "classes match their"
+    print(f"{matching} of {total} {counted} Protocol", file=out)
+    _print_unchecked(targets, out)
+    return 0 if matching == total and not failed_checkers else 1
+
+
+def _print_unchecked(targets: Sequence[Target], out: TextIO) -> None:
+    """Say that the classes' modules were not type-checked, and how to check them."""
+    # The module that defines the class, which a re-exporting package is not.
+    files = list(dict.fromkeys(_module_file(target.cls.__module__) for target in targets))
+    print(
+        "Not checked: the rest of each class's module, the bodies of its methods included "
+        "(mypy and pyright report nothing from there in this run). Type-check the modules "
+        "themselves, with your own configuration:",
+        file=out,
+    )
+    print(f"  mypy --strict {' '.join(files)}", file=out)
+    print(f"  pyright {' '.join(files)}", file=out)
+
+
+def _module_file(module: str) -> str:
+    """The module's source file, relative to the current directory when it lies under it."""
+    origin = getattr(sys.modules.get(module), "__file__", None)
+    if not origin:
+        return f"-m {module}"
+    path = Path(origin)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _print_problems(problems: Sequence[SignatureProblem], out: TextIO) -> None:

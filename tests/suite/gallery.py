@@ -69,14 +69,54 @@ GATHER_FAULTS = (
 )
 
 
+#: Kinds of window a request of a step can have (a request can be of several).
+WINDOW_KINDS = (
+    "prefill",
+    "chunked-prefill",
+    "realtime-decode",
+    "look-ahead",
+    "masked",
+    "zero-token",
+)
+
+#: What ``CLAUSE@KIND`` does to windows of that kind (G1's shift and the zero-token
+#: contributions are coded in the gather itself).
+_KIND_FAULTS = {
+    "G4": "is-embed-ignored",
+    "G5": "rows-shifted-by-one",
+    "G6": "copies-not-views",
+    "G7": "miss-returns-partial",
+    "G5short": "last-row-dropped",
+}
+
+
+def _window_kinds(
+    computed: int, lookahead: int, count: int, prefill_len: int, realtime: bool
+) -> set[str]:
+    """The kinds of one request's window (``masked`` is a property of a feature)."""
+    start = computed + lookahead
+    kinds = {"look-ahead"} if lookahead else set()
+    if count == 0:
+        kinds.add("zero-token")
+    elif start >= prefill_len:
+        kinds.add("realtime-decode" if realtime else "decode")
+    else:
+        kinds.add("prefill" if computed == 0 else "chunked-prefill")
+    return kinds
+
+
 class FaultyGatherer(EncoderRunner):
     """A runner whose gather can have one named fault (``fault=None``: conforming)."""
 
     def __init__(self, *args: Any, fault: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if fault is not None and fault not in GATHER_FAULTS:
+        clause, _, kind = (fault or "").partition("@")
+        if fault is not None and fault not in GATHER_FAULTS and kind not in WINDOW_KINDS:
             raise ValueError(f"unknown gather fault {fault!r}")
         self.fault = fault
+        #: For a fault ``CLAUSE@KIND``: the clause it breaks, on that kind of window only.
+        self._kind_clause: str | None = clause if kind else None
+        self._kind: str | None = kind or None
         self._feature_memo: dict[str, list[MultiModalFeature]] = {}
         self._output_memo: dict[str, torch.Tensor] = {}
         self._seen_items: dict[str, MultiModalFeature] = {}
@@ -108,6 +148,25 @@ class FaultyGatherer(EncoderRunner):
             if self.fault == "feature-error-without-identifier":
                 raise ValueError("malformed feature") from None
             raise
+
+    def _masked_in(self, req_id: str) -> bool:
+        """Whether a ``G1@masked`` fault applies to the request: it has a masked feature."""
+        return self._kind == "masked" and any(
+            f.mm_position.is_embed is not None for f in self._features(req_id)
+        )
+
+    def _zero_token_fault(self, req_id: str, start: int) -> list[torch.Tensor]:
+        """What a zero-token request wrongly contributes: ``G1``, the row at its window start;
+        ``G6``, an empty piece of the feature there."""
+        for feature in self._features(req_id):
+            pos, output = feature.mm_position, self._output(feature.identifier)
+            if output is None or not pos.offset <= start < pos.offset + pos.length:
+                continue
+            row, _ = pos.get_embeds_indices_in_range(start - pos.offset, start - pos.offset)
+            piece = output[row : row + (1 if self._kind_clause == "G1" else 0)]
+            piece.modality = feature.modality  # type: ignore[attr-defined]
+            return [piece] if piece.shape[0] or self._kind_clause == "G6" else []
+        return []
 
     def _features(self, req_id: str) -> list[MultiModalFeature]:
         features = list(self.encoder_cache.mm_features.get(req_id, ()))
@@ -174,9 +233,16 @@ class FaultyGatherer(EncoderRunner):
                     outputs.get(feature.identifier)
         for i, req_id in enumerate(req_ids):
             count = int(num_scheduled_tokens[i])
+            kinds = _window_kinds(
+                int(computed[i]), draft_lookahead, count, int(prefill_lens[i]), self.is_realtime
+            )
             if count == 0:
+                if self._kind_clause in ("G1", "G6") and self._kind in kinds:
+                    pieces.extend(self._zero_token_fault(req_id, int(starts[i])))
                 continue
             start = int(starts[i])
+            if self._kind_clause == "G1" and (self._kind in kinds or self._masked_in(req_id)):
+                start += 1  # the window of this kind of request misplaced by one position
             if fault == "lookahead-ignored-in-window":
                 start = int(computed[i])
             skip_from = int(computed[i]) if fault == "lookahead-ignored-in-skip" else int(starts[i])
@@ -187,9 +253,13 @@ class FaultyGatherer(EncoderRunner):
             if self.validate:
                 self._check_feature(partial(check_feature_list, req_id, features))
             for feature in features:
+                masked = feature.mm_position.is_embed is not None and self._kind == "masked"
+                active = self._kind in kinds or masked
+                own_fault = _KIND_FAULTS.get(self._kind_clause or "") if active else None
                 piece = self._gather_feature(
-                    req_id, feature, start, count, int(computed[i]), base, mask
-                )
+                    req_id, feature, start, count, int(computed[i]), base, mask,
+                    fault if self._kind_clause is None else own_fault,
+                )  # fmt: skip
                 pieces.extend(piece)
         is_mm_embed = torch.from_numpy(mask)
         if fault == "mask-int64":
@@ -205,8 +275,8 @@ class FaultyGatherer(EncoderRunner):
         computed: int,
         base: int,
         mask: np.ndarray,
+        fault: str | None,
     ) -> list[torch.Tensor]:
-        fault = self.fault
         pos = feature.mm_position
         lo = max(start, pos.offset) - pos.offset
         hi = min(start + count, pos.offset + pos.length) - pos.offset
@@ -241,6 +311,11 @@ class FaultyGatherer(EncoderRunner):
             return []
         if fault == "off-by-one-embed-rows" and pos.is_embed is not None:
             row_start, row_end = row_start + 1, row_end + 1
+        if fault == "last-row-dropped" and row_end - row_start >= 2:
+            row_end -= 1  # one row too few for the True slots
+        if fault == "rows-shifted-by-one":  # still a view of the right output, wrong rows
+            shift = 1 if row_end < output.shape[0] else -1 if row_start > 0 else 0
+            row_start, row_end = row_start + shift, row_end + shift
         piece = output[row_start:row_end]
         if fault == "copies-not-views":
             piece = piece.clone()
@@ -587,7 +662,10 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("all-decode early exit kept for realtime", gatherer("all-decode-early-exit"), "G3", "G3-realtime-decode-gathers"),
     BrokenTarget("look-ahead ignored in the window", gatherer("lookahead-ignored-in-window"), "G1", "G1-window-slots"),
     BrokenTarget("look-ahead ignored in the prefill test", gatherer("lookahead-ignored-in-skip"), "G2", "G2-nonrealtime-decode-skipped"),
-    BrokenTarget("slots without query_start_loc", gatherer("slots-without-query-start-loc"), "G1", "G1-window-slots"),
+    BrokenTarget(
+        "slots without query_start_loc", gatherer("slots-without-query-start-loc"), "G1", "G1-window-slots",
+        also=("G5",), why="requests written over each other leave fewer True slots than rows (G5)",
+    ),
     BrokenTarget("skipped outputs read", gatherer("reads-skipped-outputs"), "G2", "G2-skipped-outputs-not-read"),
     BrokenTarget("mask as int64", gatherer("mask-int64"), "G4", "G4-mask-type-shape"),
     BrokenTarget(
@@ -642,4 +720,46 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("feature error without the identifier", gatherer("feature-error-without-identifier"), "E2", "E2-malformed-feature-rejected"),
     BrokenTarget("IndexError for bad input", gatherer("wrong-exception-type"), "E3", "E3-bad-input-clean-errors"),
     BrokenTarget("over-size batch clamped", model_state("oversize-batch-clamps"), "E3", "E3-no-silent-truncation"),
+)  # fmt: skip
+
+#: The designated check of each clause's fault on one kind of window, and the clauses
+#: such a fault breaks too where the contract defines one through the other.
+_KIND_CHECKS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "G1": (
+        "G1-window-slots",
+        ("G5", "G7"),
+        "a misplaced window inside a placeholder shows as rows from the wrong positions (G5), "
+        "and reaches outputs the right window does not need (G7)",
+    ),
+    "G4": (
+        "G4-non-embed-positions-false",
+        ("G5",),
+        "marking non-embed slots leaves more True slots than rows (G5)",
+    ),
+    "G5": ("G5-rows-match-mask", (), ""),
+    "G6": ("G6-pieces-are-views", (), ""),
+    "G7": ("G7-missing-output-raises", (), ""),
+}
+_GATHERING_KINDS = ("prefill", "chunked-prefill", "realtime-decode", "look-ahead", "masked")
+
+#: One target per gather clause and kind of window: the clause's fault on that kind of
+#: window only (``FaultyGatherer`` with the fault ``CLAUSE@KIND``).
+KIND_GALLERY: tuple[BrokenTarget, ...] = (
+    *(
+        BrokenTarget(f"{clause} broken on {kind} windows", gatherer(f"{clause}@{kind}"), clause, check, also, why)
+        for clause, (check, also, why) in _KIND_CHECKS.items()
+        for kind in _GATHERING_KINDS
+        if (clause, kind) != ("G1", "realtime-decode")
+    ),
+    BrokenTarget(
+        "G1 broken on realtime-decode windows", gatherer("G1@realtime-decode"), "G1", "G1-window-slots",
+        also=("G3", "G5", "G7"), why=_KIND_CHECKS["G1"][2] + "; a decode window moved off its only "
+        "feature gathers nothing, as a skipped decode step would (G3)",
+    ),
+    BrokenTarget(
+        "G1 broken on zero-token requests (a row from an empty window)", gatherer("G1@zero-token"), "G1", "G1-zero-scheduled-contributes-nothing",
+        also=("G5", "G6"), why="a row without a slot is one row more than True slots (G5), in a piece for a pair with no position in the window (G6)",
+    ),
+    BrokenTarget("G6 broken on zero-token requests (an empty piece)", gatherer("G6@zero-token"), "G6", "G6-one-piece-per-feature-window"),
+    BrokenTarget("one row too few on realtime decode windows", gatherer("G5short@realtime-decode"), "G5", "G5-rows-match-mask"),
 )  # fmt: skip

@@ -71,9 +71,8 @@ class ProcessFaultState(ReferenceModelState):
         self, input_batch: InputBatch, draft_lookahead: int = 0
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
         """The reference gather, unless this state's condition holds."""
-        scheduled = np.asarray(input_batch.num_scheduled_tokens)
         fault = self.fault
-        if fault == "segfaults-on-zero-token-request" and (scheduled == 0).any():
+        if fault == "segfaults-on-zero-token-request" and self._idle_over_a_miss(input_batch):
             ctypes.string_at(0)  # reads address 0: SIGSEGV
         if fault == "interrupts-on-lookahead-miss" and self._lookahead_miss(
             input_batch, draft_lookahead
@@ -82,6 +81,22 @@ class ProcessFaultState(ReferenceModelState):
         if fault == "loops-deaf-on-malformed-batch" and self._malformed(input_batch):
             _loop_deaf()
         return super().gather_mm_embeddings(input_batch, draft_lookahead)
+
+    def _idle_over_a_miss(self, batch: InputBatch) -> bool:
+        """Whether a request with zero scheduled tokens has its window start inside the
+        placeholder of a feature whose output is missing (the G1 case nothing else draws)."""
+        cache = self.encoder_cache
+        for index, req_id in enumerate(batch.req_ids[: batch.num_reqs]):
+            if int(batch.num_scheduled_tokens[index]) != 0:
+                continue
+            start = int(batch.num_computed_tokens_np[index])
+            for feature in cache.mm_features.get(req_id, []):
+                pos = feature.mm_position
+                if pos.offset < start < pos.offset + pos.length and not dict.__contains__(
+                    cache.encoder_outputs, feature.identifier
+                ):
+                    return True
+        return False
 
     @staticmethod
     def _malformed(batch: InputBatch) -> bool:
@@ -145,7 +160,7 @@ def process_state(fault: str) -> Callable[[ConformanceContext], object]:
 
 PROCESS_GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("ends the process for an over-size dummy run", process_state("exits-on-oversize-dummy"), "D5", "D5-oversize-raises"),
-    BrokenTarget("segfaults on a zero-token request", process_state("segfaults-on-zero-token-request"), "G1", "G1-zero-scheduled-contributes-nothing"),
+    BrokenTarget("segfaults on a zero-token request over a miss", process_state("segfaults-on-zero-token-request"), "G1", "G1-zero-scheduled-contributes-nothing"),
     BrokenTarget("raises KeyboardInterrupt for a look-ahead miss", process_state("interrupts-on-lookahead-miss"), "G7", "G7-lookahead-miss-falls-back"),
     BrokenTarget("loops forever for an empty dummy run", process_state("loops-on-empty-dummy"), "D1", "D1-dummy-shape-dtype-device"),
     BrokenTarget(

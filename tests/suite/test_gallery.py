@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from suite.gallery import GALLERY, BrokenTarget, gatherer, model_state, untamper
+from suite.gallery import GALLERY, KIND_GALLERY, BrokenTarget, gatherer, model_state, untamper
 
 from rtmm_protocol.conformance.api import check_model_state
 from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
@@ -39,7 +39,11 @@ def _clause_checks() -> list[str]:
     return [c for c, impl in implementations().items() if not impl.cross_cutting]
 
 
-@pytest.mark.parametrize("entry", GALLERY, ids=[e.name.replace(" ", "-") for e in GALLERY])
+@pytest.mark.parametrize(
+    "entry",
+    [*GALLERY, *KIND_GALLERY],
+    ids=[e.name.replace(" ", "-") for e in (*GALLERY, *KIND_GALLERY)],
+)
 def test_broken_target_fails_the_check_of_its_clause(entry: BrokenTarget) -> None:
     designated = check_model_state(
         entry.factory, device="cpu", examples=GALLERY_EXAMPLES, shrink=False, checks=[entry.check]

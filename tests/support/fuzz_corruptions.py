@@ -10,6 +10,7 @@ decided from the spec by :mod:`support.fuzz_expected`, not here.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,15 @@ from hypothesis import strategies as st
 from rtmm_protocol import MultiModalFeature, PlaceholderRange
 from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.validation import MAX_POSITION
-from support.fuzz_world import FuzzWorld, StepInputs, Target, meta_mask, unchecked_range
+from support.fuzz_world import (
+    OUT_KINDS,
+    FuzzWorld,
+    StepInputs,
+    Target,
+    meta_mask,
+    run_target,
+    unchecked_range,
+)
 
 __all__ = ["ARRAY_FIELDS", "Corruption", "corruptions"]
 
@@ -327,7 +336,20 @@ def _broken_output(kind: str, rows: int, hidden: int) -> object:
     return torch.ones(hidden, rows)  # transposed
 
 
-_OUTPUT_KINDS = ("numpy", "list", "rows", "width", "meta", "1-D", "transposed", "removed")
+_OUTPUT_KINDS = (
+    "numpy", "list", "rows", "width", "meta", "1-D", "transposed", "removed",
+    "requires grad", "written in place",
+)  # fmt: skip
+
+
+def _warm(world: FuzzWorld) -> None:
+    """Make the valid call on the runner, the plan's rows and the real path, so that the
+    objects hold whatever they keep of the cache's outputs (copies, for one)."""
+    valid = StepInputs.valid(world, int_dtype=np.int64, dummy_tokens=0)
+    targets: tuple[Target, ...] = ("runner", "plan", "real")
+    for target in targets:
+        with contextlib.suppress(ValueError, RuntimeError):  # a miss (G7) is fine here
+            run_target(target, world, valid)
 
 
 @st.composite
@@ -349,13 +371,20 @@ def _cache_corruption(draw: st.DrawFn, scenario: GatherScenario) -> Corruption:
         def apply(inputs: StepInputs, world: FuzzWorld) -> Restore:
             outputs = world.cache.encoder_outputs
             original = outputs[identifier]
+            saved = original.clone()
             if kind == "removed":
                 del outputs[identifier]
+            elif kind == "requires grad":  # legal: any tensor may be stored (C1)
+                outputs[identifier] = original.clone().requires_grad_()
+            elif kind == "written in place":  # after the objects have seen the old values
+                _warm(world)
+                original.mul_(-2.0).add_(0.5)
             else:
                 outputs[identifier] = _broken_output(kind, rows, hidden)  # type: ignore[assignment]
 
             def restore() -> None:
                 outputs[identifier] = original
+                original.copy_(saved)  # a write in place too, to be picked up
 
             return restore
 
@@ -526,6 +555,11 @@ def _construction(draw: st.DrawFn, scenario: GatherScenario) -> Corruption:
     return Corruption(name, (argument,), construct, kind=f"construct {legality}")
 
 
+def _out_corruption(kind: str) -> Corruption:
+    """The plan's rows into an ``out`` buffer of the ``kind`` named (``fits`` is legal)."""
+    return Corruption(f"rows(out=...): {kind}", ("out",), _set("rows_out", kind))
+
+
 @st.composite
 def corruptions(draw: st.DrawFn, target: Target, scenario: GatherScenario) -> Corruption:
     """One corruption that applies to ``target`` on ``scenario``."""
@@ -543,7 +577,11 @@ def corruptions(draw: st.DrawFn, target: Target, scenario: GatherScenario) -> Co
         families.append("batch")
     if target == "real":
         families += ["batch", "schedule", "schedule"]
+    if target == "plan":
+        families += ["out", "out"]
     family = draw(st.sampled_from(families))
+    if family == "out":
+        return _out_corruption(draw(st.sampled_from(OUT_KINDS)))
     if family == "array":
         return draw(_array_corruption(scenario))
     if family == "scalar":  # the real path takes no look-ahead

@@ -21,7 +21,7 @@ import torch
 from rtmm_protocol import MultiModalFeature
 from rtmm_protocol.testing.oracle import OracleResult, oracle_gather
 from rtmm_protocol.validation import MAX_POSITION
-from support.fuzz_world import FuzzWorld, StepInputs, Target
+from support.fuzz_world import FuzzWorld, StepInputs, Target, out_buffer
 
 __all__ = ["Expected", "compare", "expected_result"]
 
@@ -249,6 +249,21 @@ def _scheduled_items(world: FuzzWorld, scheduled: object) -> list[MultiModalFeat
     return items
 
 
+def _out_problem(kind: str, rows: int, hidden: int) -> str | None:
+    """Why an ``out`` buffer cannot receive the plan's rows, or ``None``: it must be a
+    contiguous float32 CPU tensor of shape ``(rows, hidden)`` (the documented rule)."""
+    out = out_buffer(kind, rows, hidden)
+    if (
+        isinstance(out, torch.Tensor)
+        and tuple(out.shape) == (rows, hidden)
+        and out.dtype == torch.float32
+        and out.device.type == "cpu"
+        and out.is_contiguous()
+    ):
+        return None
+    return f"out ({kind}) cannot receive the rows"
+
+
 def expected_result(target: Target, world: FuzzWorld, inputs: StepInputs) -> Expected:
     """The spec's answer for ``target`` called on ``inputs`` over the world's cache now."""
     if target == "dummy":
@@ -313,6 +328,8 @@ def expected_result(target: Target, world: FuzzWorld, inputs: StepInputs) -> Exp
     if isinstance(answer, str):
         return Expected(illegal=answer)
     oracle, used, unread = answer
+    if late is None and target == "plan" and inputs.rows_out is not None:
+        late = _out_problem(inputs.rows_out, len(oracle.rows), world.scenario.hidden_size)
     if late is not None:
         return Expected(illegal=late, misses=tuple(i for i, _ in oracle.missing))
     expected = Expected(

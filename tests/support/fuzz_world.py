@@ -28,10 +28,12 @@ from rtmm_protocol.testing.scenario import GatherScenario, encoder_output_for
 
 __all__ = [
     "FEATURE_DIM",
+    "OUT_KINDS",
     "TARGETS",
     "FuzzWorld",
     "StepInputs",
     "Target",
+    "out_buffer",
     "run_target",
 ]
 
@@ -147,6 +149,8 @@ class StepInputs:
     input_ids: Any
     scheduled_encoder_inputs: Any
     dummy_tokens: Any
+    #: For the plan's rows: the kind of ``out`` buffer to pass (see :func:`out_buffer`).
+    rows_out: str | None = None
 
     @classmethod
     def valid(
@@ -174,7 +178,10 @@ class StepInputs:
                 r.req_id: list(range(len(r.features))) for r in scenario.requests
             },
             dummy_tokens=dummy_tokens,
-            **arrays,
+            num_scheduled_tokens=arrays["num_scheduled_tokens"],
+            query_start_loc=arrays["query_start_loc"],
+            prefill_lens=arrays["prefill_lens"],
+            num_computed_tokens=arrays["num_computed_tokens"],
         )
 
     def gather_args(self) -> tuple[Any, ...]:
@@ -218,7 +225,11 @@ def run_target(target: Target, world: FuzzWorld, inputs: StepInputs) -> Any:
         return world.runner.gather_mm_embeddings(*inputs.gather_args())
     if target == "plan":
         plan = world.runner.plan_mm_gather(*inputs.gather_args())
-        return plan.rows(), plan.is_mm_embed
+        hidden = world.scenario.hidden_size
+        out = (
+            None if inputs.rows_out is None else out_buffer(inputs.rows_out, plan.num_rows, hidden)
+        )
+        return plan.rows(out=out), plan.is_mm_embed
     if target == "state_gather":
         return world.state.gather_mm_embeddings(inputs.input_batch(), inputs.draft_lookahead)
     if target == "real":
@@ -226,6 +237,27 @@ def run_target(target: Target, world: FuzzWorld, inputs: StepInputs) -> Any:
             inputs.scheduled_encoder_inputs, inputs.input_batch(), None
         )
     return world.state.dummy_inputs_embeds(inputs.dummy_tokens)
+
+
+#: Buffers ``rows(out=...)`` may be handed: one that fits, and ways of not fitting.
+OUT_KINDS = ("fits", "float64", "meta", "list", "numpy", "not contiguous", "a row more")
+
+
+def out_buffer(kind: str, rows: int, hidden: int) -> Any:
+    """An ``out`` buffer of the ``kind`` named for ``rows`` rows of width ``hidden``."""
+    if kind == "fits":
+        return torch.empty(rows, hidden)
+    if kind == "float64":
+        return torch.empty(rows, hidden, dtype=torch.float64)
+    if kind == "meta":
+        return torch.empty(rows, hidden, device="meta")
+    if kind == "list":
+        return [[0.0] * hidden for _ in range(rows)]
+    if kind == "numpy":
+        return np.zeros((rows, hidden), dtype=np.float32)
+    if kind == "not contiguous":
+        return torch.empty(rows, 2 * hidden)[:, ::2]
+    return torch.empty(rows + 1, hidden)
 
 
 def meta_mask(length: int) -> torch.Tensor:

@@ -21,6 +21,8 @@ __all__ = [
     "PIECE_CASES",
     "PROMPT_STEP_CASES",
     "DECODE_STEP_CASES",
+    "KIND_CASES",
+    "MISS_KIND_CASES",
     "REALTIME_DECODE_CASES",
     "ROW_CASES",
     "SKIP_CASES",
@@ -142,6 +144,40 @@ NON_EMBED_MISS_CASES = (
     _s(_r("a", 20, 6, 2, _f("a0", 2, 6, (_F, _F, _T, _T, _F, _F), cached=False))),
     _s(_r("a", 20, 0, 5, _f("a0", 0, 3, (_F, _F, _F), cached=False), _f("a1", 3, 2))),
     _s(_r("a", 20, 0, 4, _f("a0", 2, 4, (_F, _F, _T, _T), cached=False))),
+)
+
+#: Every kind of window in one place: a prompt's first chunk, a later chunk, a realtime
+#: decode step (skipped by a non-realtime model), with and without ``is_embed`` masks, with
+#: the drafter's look-ahead, and a request with zero scheduled tokens inside a placeholder.
+#: Windows cover part of each feature, so that a wrong row or slot shows.
+KIND_CASES = (
+    _s(
+        _r("p", 10, 0, 5, _f("p0", 1, 7)),
+        _r("c", 10, 4, 4, _f("c0", 3, 5)),
+        _r("d", 3, 5, 3, _f("d0", 4, 5)),
+    ),
+    _s(
+        _r("p", 12, 0, 6, _f("p0", 1, 6, (_T, _F, _T, _T, _F, _T))),
+        _r("c", 12, 3, 4, _f("c0", 2, 6, (_F, _T, _F, _T, _T, _F))),
+        _r("d", 2, 4, 3, _f("d0", 3, 6, (_T, _F, _T, _T, _F, _T))),
+    ),
+    _s(
+        _r("p", 20, 0, 4, _f("p0", 1, 6)),
+        _r("c", 20, 3, 3, _f("c0", 2, 7, (_T, _T, _F, _T, _T, _F, _T))),
+        _r("d", 2, 4, 2, _f("d0", 4, 6)),
+        lookahead=1,
+    ),
+    _s(_r("z", 10, 3, 0, _f("z0", 2, 4)), _r("p", 10, 0, 4, _f("p0", 1, 5))),
+)
+
+#: G7: for each kind of window, a needed output missing inside the scheduled tokens next
+#: to a cached one in the same window (so the request visibly gathers).
+MISS_KIND_CASES = (
+    _s(_r("p", 20, 0, 8, _f("p0", 0, 2), _f("p1", 3, 3, cached=False))),
+    _s(_r("c", 20, 4, 6, _f("c0", 4, 2), _f("c1", 7, 2, cached=False))),
+    _s(_r("d", 2, 5, 4, _f("d0", 5, 1), _f("d1", 7, 2, cached=False))),
+    _s(_r("l", 20, 0, 5, _f("l0", 1, 1), _f("l1", 3, 2, cached=False)), lookahead=1),
+    _s(_r("m", 20, 0, 8, _f("m0", 0, 2), _f("m1", 3, 4, (_T, _F, _T, _F), cached=False))),
 )
 
 #: A little of everything (look-ahead, masks, several features, a skip, a miss), for the

@@ -127,7 +127,8 @@ class CheckRun:
         )
 
     def gather_fresh(self, scenario: GatherScenario) -> GatherCall:
-        """Build a target for ``scenario``, load it and gather once."""
+        """Build a target for ``scenario``, load it and gather once: the call G1-G7 and G10
+        judge (the rows of G5 among them)."""
         return self.gather(self.build_loaded(scenario), scenario)
 
     def call(self, description: str, fn: Callable[..., _R], *args: object, **kwargs: object) -> _R:

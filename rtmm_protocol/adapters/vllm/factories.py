@@ -1,0 +1,110 @@
+"""Conformance factories that build a vLLM class the way vLLM builds it.
+
+A factory is called with the suite's context (``FACTORY(ctx) -> target``) in the worker
+process that runs the checks; the suite sends it there with :mod:`pickle`. So a factory
+holds only where its class lives (a :class:`~rtmm_protocol.adapters.vllm.class_spec.ClassSpec`)
+and its level, and imports the class, adds the contract's names and builds it on each
+call:
+
+* a **model state** as ModelRunner V2 builds one,
+  ``CLASS(vllm_config, model, encoder_cache, device)``, with ``encoder_cache=None`` for a
+  model without a multimodal encoder, as vLLM does;
+* an **encoder runner** as vLLM's model state builds its runner,
+  ``CLASS(model=..., max_num_tokens=..., hidden_size=..., encoder_cache=..., dtype=...,
+  device=...)``.
+
+Around the suite's toy model and cache: the model behind
+:class:`~rtmm_protocol.adapters.vllm.model_view.BatchedInputsModel`, the cache as vLLM's
+cache reading through to the suite's dicts, and vLLM's ``VllmConfig`` with a
+``ModelConfig`` stand-in. On a CPU, vLLM's encoder runner is told not to pin host
+memory (pinning needs a GPU): that module setting is the one thing of vLLM the adapter
+changes, and only where the target cannot run without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from rtmm_protocol.adapters.vllm.availability import import_vllm
+from rtmm_protocol.adapters.vllm.cache_view import vllm_encoder_cache
+from rtmm_protocol.adapters.vllm.class_kind import Level, classify, vllm_classes
+from rtmm_protocol.adapters.vllm.class_spec import ClassSpec
+from rtmm_protocol.adapters.vllm.contract_names import with_contract_names
+from rtmm_protocol.adapters.vllm.model_config import ToyModelConfig, vllm_config_for
+from rtmm_protocol.adapters.vllm.model_view import vllm_model_view
+from rtmm_protocol.encoder_cache import EncoderCache
+from rtmm_protocol.protocols import MultiModalModel, TextModel
+
+__all__ = ["SuiteContext", "VllmFactory", "unpin_host_memory_on_cpu"]
+
+
+class SuiteContext(Protocol):
+    """What a factory reads from the suite's ``ConformanceContext``."""
+
+    @property
+    def model(self) -> MultiModalModel | TextModel: ...
+    @property
+    def encoder_cache(self) -> EncoderCache: ...
+    @property
+    def hidden_size(self) -> int: ...
+    @property
+    def max_num_tokens(self) -> int: ...
+    @property
+    def max_num_reqs(self) -> int: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def device(self) -> torch.device: ...
+
+
+def unpin_host_memory_on_cpu(device: torch.device) -> None:
+    """Switch off vLLM's pinned host buffers when the target runs on a CPU.
+
+    vLLM pins the gather mask and the batched encoder inputs for fast copies to a GPU;
+    without one, pinning fails. The encoder runner reads the setting from its own module.
+    """
+    if torch.device(device).type == "cpu":
+        import_vllm("vllm.v1.worker.gpu.mm.encoder_runner").PIN_MEMORY = False
+
+
+@dataclass(frozen=True)
+class VllmFactory:
+    """``FACTORY(ctx)`` building the class ``spec`` names at ``level``, contract names added.
+
+    Holds strings only, so :mod:`pickle` sends it to a worker process by reference.
+    """
+
+    spec: ClassSpec
+    level: Level
+
+    def target_class(self) -> type:
+        """The class this factory builds: the named class with the contract's names added."""
+        vllm_classes()  # quietly, before the user's module imports them
+        cls = self.spec.import_class()
+        kind = classify(cls, str(self.spec))
+        if kind.level != self.level:
+            raise TypeError(f"{self.spec} is a vLLM {kind.level}, not a {self.level}")
+        return with_contract_names(cls, self.level)
+
+    def __call__(self, ctx: SuiteContext) -> object:
+        """The target, built around the context's model and encoder cache."""
+        cls = self.target_class()
+        unpin_host_memory_on_cpu(ctx.device)
+        model = vllm_model_view(ctx.model)
+        multimodal = isinstance(ctx.model, MultiModalModel)
+        cache = vllm_encoder_cache(ctx.encoder_cache) if multimodal else None
+        if self.level == "encoder_runner":
+            return cls(
+                model=model,
+                max_num_tokens=ctx.max_num_tokens,
+                hidden_size=ctx.hidden_size,
+                encoder_cache=cache,
+                dtype=ctx.dtype,
+                device=ctx.device,
+            )
+        model_config = ToyModelConfig(ctx.hidden_size, ctx.dtype, ctx.max_num_tokens)
+        config = vllm_config_for(model_config, ctx.max_num_reqs, ctx.max_num_tokens, ctx.device)
+        return cls(config, model, cache, ctx.device)
