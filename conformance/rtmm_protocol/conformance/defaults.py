@@ -12,7 +12,6 @@ __all__ = [
     "DTYPE_NAMES",
     "ISOLATIONS",
     "NODE_PREFIX",
-    "REFERENCE_GATHERER",
     "REFERENCE_MODEL_STATE",
 ]
 
@@ -31,8 +30,6 @@ ISOLATIONS: Final = ("auto", "process", "off")
 
 #: The factory ``pytest --conformance`` checks when given no value.
 REFERENCE_MODEL_STATE: Final = "rtmm_protocol.conformance.targets:reference_model_state"
-#: The runner-level reference, for checking the gatherer kind.
-REFERENCE_GATHERER: Final = "rtmm_protocol.conformance.targets:reference_gatherer"
 
 #: First part of every suite node ID: ``rtmm-conformance::G5-rows-match-mask[realtime]``.
 NODE_PREFIX: Final = "rtmm-conformance"

@@ -116,8 +116,7 @@ class _SuiteSession:
 
     @property
     def runner(self) -> SuiteRunner:
-        """The runner, made on first use: it resolves the device and builds the target once
-        where the checks run (a usage error when the device asked for is missing)."""
+        """The runner, made on first use (a usage error when the device asked for is missing)."""
         if self._runner is None:
             from rtmm_protocol.conformance.running.runner import open_runner
 

@@ -14,26 +14,23 @@ from pathlib import Path
 from types import ModuleType
 
 # Imported for its side effect first: the comparison functions the verdicts use are
-# bound before a factory module (target code) is imported by load_factory.
+# bound before a factory module (target code) is imported by _load_factory.
 from rtmm_protocol.testing import comparisons  # noqa: F401  # isort: skip
 from rtmm_protocol.compat import adapt_legacy_gatherer
 from rtmm_protocol.conformance.catalog import TargetKind
 from rtmm_protocol.conformance.driving.context import ConformanceContext, Factory
 
 __all__ = [
-    "ADAPTERS",
     "CompatFactory",
     "FactorySpecError",
     "Target",
     "detect_kind",
     "factory_spec_of",
-    "load_factory",
     "load_target",
-    "parse_factory_spec",
 ]
 
 #: Spec prefix -> the module whose ``load_target(rest)`` builds such targets.
-ADAPTERS: Mapping[str, str] = {"vllm": "rtmm_protocol.adapters.vllm"}
+_ADAPTERS: Mapping[str, str] = {"vllm": "rtmm_protocol.adapters.vllm"}
 
 
 @dataclass(frozen=True)
@@ -64,12 +61,12 @@ class CompatFactory:
 def load_target(spec: str, search_dirs: Sequence[Path] = ()) -> Target:
     """The target a ``--conformance`` spec names (see the module docstring)."""
     prefix, _, rest = spec.partition(":")
-    if prefix in ADAPTERS and rest.count(":") == 1:
-        loaded = importlib.import_module(ADAPTERS[prefix]).load_target(rest)
+    if prefix in _ADAPTERS and rest.count(":") == 1:
+        loaded = importlib.import_module(_ADAPTERS[prefix]).load_target(rest)
         return Target(
             loaded.factory, spec, loaded.baseline, loaded.baseline_label, loaded.environment
         )
-    return Target(load_factory(spec, search_dirs), spec)
+    return Target(_load_factory(spec, search_dirs), spec)
 
 
 _SPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
@@ -79,8 +76,10 @@ class FactorySpecError(ValueError):
     """A ``MODULE:FACTORY`` spec that is malformed or does not lead to a callable."""
 
 
-def parse_factory_spec(spec: str) -> tuple[str, str]:
-    """Split ``MODULE:FACTORY`` into its two parts, or raise :class:`FactorySpecError`."""
+def _load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
+    """Import the factory a ``MODULE:FACTORY`` spec names; a module not importable as is is
+    looked for in ``search_dirs`` (the ``pytest`` script does not put the invocation directory
+    on the path)."""
     if not _SPEC.match(spec):
         hint = ""
         if "/" in spec or "\\" in spec or spec.endswith(".py") or spec in {".", ".."}:
@@ -94,14 +93,7 @@ def parse_factory_spec(spec: str) -> tuple[str, str]:
             f"--conformance expects MODULE:FACTORY (for example acme.factory:make_state) "
             f"or no value for the bundled reference, got {spec!r}.{hint}"
         )
-    module, _, attr = spec.partition(":")
-    return module, attr
-
-
-def load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
-    """Import the factory a spec names; a module not importable as is is looked for in
-    ``search_dirs`` (the ``pytest`` script does not put the invocation directory on the path)."""
-    module_name, attr = parse_factory_spec(spec)
+    module_name, _, attr = spec.partition(":")
     module = _import_module(module_name, search_dirs)
     target: object = module
     for part in attr.split("."):

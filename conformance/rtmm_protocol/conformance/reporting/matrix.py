@@ -27,15 +27,7 @@ _SYMBOLS = {
 }
 _NOT_RUN = "-"
 #: The environment keys of every report; an engine's own (an adapter's ``vllm``) are extra.
-_STANDARD_ENVIRONMENT = {
-    "rtmm_protocol",
-    "protocol",
-    "torch",
-    "cuda",
-    "python",
-    "platform",
-    "device",
-}
+_STANDARD_ENV = {"rtmm_protocol", "protocol", "torch", "cuda", "python", "platform", "device"}
 
 
 @dataclass(frozen=True)
@@ -84,7 +76,7 @@ def load_column(argument: str) -> Column:
             inherited = entry.get("origin") == "inherited" and data.get("baseline")
             cause_of[str(entry["id"])] = str(cause["id"]) + (", inherited" if inherited else "")
     env = data.get("environment", {})
-    engines = [f"{k} {v}" for k, v in env.items() if k not in _STANDARD_ENVIRONMENT]
+    engines = [f"{k} {v}" for k, v in env.items() if k not in _STANDARD_ENV]
     versions = ", ".join(
         [f"rtmm-protocol {env.get('rtmm_protocol', '?')}", f"torch {env.get('torch', '?')}",
          *engines, str(env.get("device", "?"))]

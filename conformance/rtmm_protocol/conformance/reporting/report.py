@@ -233,8 +233,8 @@ class ConformanceReport:
 
     def rerun_command(self, result: CheckResult) -> str:
         """The command that reruns one check in one mode (its failure shows the replay)."""
-        device = str(self.settings.get("device", "cpu"))
-        return rerun_command(self.target, self.settings.get("seed"), device, result.label)
+        device, seed = str(self.settings.get("device", "cpu")), self.settings.get("seed")
+        return rerun_command(self.target, seed, device, result.label)
 
     def should_details(self) -> str:
         """The full details of every SHOULD failure reported as a warning."""
@@ -271,19 +271,13 @@ class ConformanceReport:
             *(f"stale expected failure: {s}" for s in self.stale_expected_failures),
             *(f"expected failure matching no check: {s}" for s in self.unknown_expected_failures),
             *self.notes,
-            *filter(None, [self.compat_note()]),
         ]
+        if via := [row.info.id for row in self.checks() if row.via_compat]:
+            extra.append(
+                "via compat: the target still names computed_prefill_lens (T2), so these checks "
+                f"ran through rtmm_protocol.compat's adapter: {', '.join(via)}"
+            )
         return "\n".join([*lines, *extra])
-
-    def compat_note(self) -> str:
-        """Which checks ran through the rename's compat adapter, in words ("" if none)."""
-        via = [row.info.id for row in self.checks() if row.via_compat]
-        if not via:
-            return ""
-        return (
-            "via compat: the target still names computed_prefill_lens (T2), so these checks "
-            f"ran through rtmm_protocol.compat's adapter: {', '.join(via)}"
-        )
 
     def to_json(self) -> dict[str, object]:
         """The report as JSON-ready data (see :data:`REPORT_SCHEMA`)."""
@@ -304,14 +298,9 @@ class ConformanceReport:
                 "complete": self.complete,
                 "interrupted": self.interrupted,
                 "line": self.summary_line(),
-                "passed": counts["passed"],
-                "failed_must": counts["failed_must"],
-                "failed_should": counts["failed_should"],
-                "failed_own": counts["failed_own"],
+                **{k: counts[k] for k in ("passed", "failed_must", "failed_should", "failed_own")},
                 "warnings": counts["warning"],
-                "blocked": counts["blocked"],
-                "skipped": counts["skipped"],
-                "xfailed": counts["xfailed"],
+                **{k: counts[k] for k in ("blocked", "skipped", "xfailed")},
                 "not_run": counts["not run"],
                 "not_run_items": sum(1 for r in self.results if r.outcome is Outcome.NOT_RUN),
                 "items": len(self.results),
