@@ -25,7 +25,6 @@ _SYMBOLS = {
     "xfailed": "xfail",
     "not run": "not run",
 }
-_NOT_RUN = "-"
 #: The environment keys of every report; an engine's own (an adapter's ``vllm``) are extra.
 _STANDARD_ENV = {"rtmm_protocol", "protocol", "torch", "cuda", "python", "platform", "device"}
 
@@ -45,7 +44,7 @@ class Column:
 
     def cell(self, check_id: str) -> str:
         """The check's outcome in this column, with its cause number when it fails."""
-        text = _SYMBOLS.get(self.outcomes.get(check_id, ""), _NOT_RUN)
+        text = _SYMBOLS.get(self.outcomes.get(check_id, ""), "-")
         cause = self.cause_of.get(check_id)
         return f"{text} ({cause})" if cause else text
 

@@ -40,8 +40,6 @@ _PRECEDENCE = (
     Outcome.SKIPPED,
 )
 
-_LINE_WIDTH = 100
-
 
 def rerun_command(target: str, seed: object, device: str, label: str) -> str:
     """The command that reruns one check in one mode (its failure shows the replay)."""
@@ -221,7 +219,7 @@ class ConformanceReport:
                 textwrap.wrap(
                     f"{_plural(len(cause.checks), 'check')} ({kinds} in all modes): "
                     + ", ".join(cause.checks),
-                    width=_LINE_WIDTH,
+                    width=100,
                     initial_indent="    ",
                     subsequent_indent="      ",
                     break_on_hyphens=False,

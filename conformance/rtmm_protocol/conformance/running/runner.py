@@ -155,7 +155,7 @@ class SuiteRunner:
             return outcome
         stacks = parse_stack_dump(outcome.stack)
         # The check's own thread is the one in the suite's code (else, for a crash, any).
-        frames = next((s for s in stacks if _has_suite_frame(s)), [])
+        frames = next((s for s in stacks if any(frame_kind(f[0]) == "suite" for f in s)), [])
         if isinstance(outcome, Crashed):
             frames = frames or (stacks[0] if stacks else [])
             entry, _ = target_entry(frames)
@@ -289,10 +289,6 @@ def judge(
         if info.level == "SHOULD" and not strict:
             return result.with_outcome(Outcome.WARNING)
     return result
-
-
-def _has_suite_frame(frames: Sequence[Frame]) -> bool:
-    return any(frame_kind(f[0]) == "suite" for f in frames)
 
 
 def _render_stack(frames: Sequence[Frame]) -> str:
