@@ -206,12 +206,9 @@ def report_of(
 
 def settings_summary(settings: RunSettings) -> dict[str, object]:
     """The settings as JSON-ready data."""
+    plain = ("seed", "examples", "timeout_s", "strict", "version")
     return {
-        "seed": settings.seed,
-        "examples": settings.examples,
-        "timeout_s": settings.timeout_s,
-        "strict": settings.strict,
-        "version": settings.version,
+        **{key: getattr(settings, key) for key in plain},
         "dtype": str(settings.dtype).removeprefix("torch."),
         "device": str(settings.device),
         "isolation": settings.isolation,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -35,24 +36,20 @@ class RealStep:
     #: identifiers of outputs cached before the step.
     precached: set[str] = field(default_factory=set)
 
+    def _call(self) -> object:
+        target: Any = self.built.target  # a ModelState
+        return target.get_mm_embeddings(self.scheduled, self.batch, request_states_for(self.batch))
+
     def attempt(self) -> tuple[object, BaseException | None]:
         """Run the real path once; return its result, or the exception it raised."""
         try:
-            target = self.built.target
-            states = request_states_for(self.batch)
-            return target.get_mm_embeddings(self.scheduled, self.batch, states), None  # type: ignore[attr-defined]
+            return self._call(), None
         except Exception as error:
             return None, error
 
     def get_mm_embeddings(self, run: CheckRun) -> torch.Tensor:
         """Run the real path once; fail if it raises or returns no tensor."""
-        result = run.call(
-            "get_mm_embeddings",
-            self.built.target.get_mm_embeddings,  # type: ignore[attr-defined]  # a ModelState
-            self.scheduled,
-            self.batch,
-            request_states_for(self.batch),
-        )
+        result = run.call("get_mm_embeddings", self._call)
         if not isinstance(result, torch.Tensor):
             raise CheckFailure(
                 "get_mm_embeddings did not return a tensor for a multimodal model",

@@ -139,17 +139,10 @@ class SuiteRunner:
     ) -> CheckResult:
         """Run one check on ``factory``'s targets where the checks run, and say how it ended."""
         start = time.perf_counter()
+        args = (self.target.spec, self.settings, self.kind, impl.id, mode, tuple(hangs))
+        contained = not isinstance(self.executor, InProcess)  # deaf to Ctrl-C
         outcome = self.executor.call(
-            run_check,
-            factory,
-            self.target.spec,
-            self.settings,
-            self.kind,
-            impl.id,
-            mode,
-            tuple(hangs),
-            not isinstance(self.executor, InProcess),
-            limit_s=self.settings.timeout_s,
+            run_check, factory, *args, contained, limit_s=self.settings.timeout_s
         )
         if isinstance(outcome, CheckResult):
             return outcome
@@ -244,14 +237,9 @@ def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
         probed = Probe(None, f"building the target crashed: {probed.how}")
     elif isinstance(probed, TimedOut):
         probed = Probe(None, f"the factory did not return within {probed.limit_s:g} s")
-    return SuiteRunner(
-        target,
-        settings,
-        probed,
-        executor,
-        environment={**choice.environment, **target.environment},
-        notes=[note] if note else [],
-    )
+    environment = {**choice.environment, **target.environment}
+    notes = [note] if note else []
+    return SuiteRunner(target, settings, probed, executor, environment=environment, notes=notes)
 
 
 def _executor_for(isolation: str, factory: Factory) -> tuple[Executor, str]:
