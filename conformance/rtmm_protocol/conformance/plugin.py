@@ -328,11 +328,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from rtmm_protocol.conformance.reporting.results import CheckResult, Outcome
 
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-    why = (
-        "not run: the run was interrupted"
-        if interrupted
-        else "not run: the run stopped before this check (-x, --maxfail, or a lost worker)"
-    )
+    stopped = "the run stopped before this check (-x, --maxfail, or a lost worker)"
+    why = "not run: " + ("the run was interrupted" if interrupted else stopped)
     seen = {(r.check_id, r.mode) for r in state.records}
     missing = [
         CheckResult(c, m, Outcome.NOT_RUN, why) for c, m in state.planned if (c, m) not in seen

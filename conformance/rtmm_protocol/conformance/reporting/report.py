@@ -174,9 +174,7 @@ class ConformanceReport:
                 parts.append(f"{counts[key]} {label}")
         stale = len(self.stale_expected_failures) + len(self.unknown_expected_failures)
         if stale:
-            parts.append(
-                _plural(stale, "stale expected-failure entry").replace("entrys", "entries")
-            )
+            parts.append(f"{stale} stale expected-failure {'entry' if stale == 1 else 'entries'}")
         line = "conformance: " + ", ".join(parts)
         if self.baseline:
             failed = counts["failed_must"] + counts["failed_should"]
