@@ -141,3 +141,18 @@ def test_machine_paths_are_stripped_and_nothing_else() -> None:
     assert compare.strip_machine_paths(text) == (
         "AssertionError at vllm/x.py:3; see examples/vllm_model_state/known-gaps.txt:4 and docs/x.md"
     )
+
+
+def test_the_pages_strict_summary_line_follows_from_the_committed_report() -> None:
+    """The Engines page quotes the summary of a strict run with the known-gaps file. Every
+    failure and warning of the committed report (run without the file) is listed there, so
+    that run passes and skips what the report does and expects the rest to fail."""
+    page = (HERE.parents[1] / "docs" / "engines.md").read_text(encoding="utf-8")
+    assert "known-gaps-vllm-0.33.0.txt" in page
+    summary = _committed("vllm-model-state.json")["summary"]
+    expected = (
+        f"conformance: {summary['passed']} passed, 0 failed (MUST), 0 failed (SHOULD, strict), "
+        f"{summary['skipped']} skipped, "
+        f"{summary['failed_must'] + summary['warnings']} expected failures"
+    )
+    assert expected in page, expected

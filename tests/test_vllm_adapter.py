@@ -273,13 +273,13 @@ def test_a_subclass_bug_fails_where_its_vllm_base_passes() -> None:
 
 @needs_vllm
 def test_a_runner_subclass_bug_fails_where_vllms_runner_passes() -> None:
-    target = load_target("vllm_gallery:CopyingPiecesRunner")
+    target = load_target("vllm_gallery:PromptExtendingRunner")
     assert target.baseline is not None
     assert str(target.baseline.spec) == ENCODER_RUNNER
-    own = _outcomes(target.factory, ["G6-pieces-are-views"])
-    base = _outcomes(target.baseline, ["G6-pieces-are-views"])
-    assert Outcome.FAILED in own["G6-pieces-are-views"]
-    assert base["G6-pieces-are-views"] == {Outcome.PASSED}
+    own = _outcomes(target.factory, ["G9-inputs-unchanged"])
+    base = _outcomes(target.baseline, ["G9-inputs-unchanged"])
+    assert Outcome.FAILED in own["G9-inputs-unchanged"]
+    assert base["G9-inputs-unchanged"] == {Outcome.PASSED}
 
 
 @needs_vllm

@@ -8,8 +8,9 @@ this module because the tests' folder is on ``sys.path``.
   buffer instead of a view of it: a CUDA graph captured on the copy would never see the
   embeddings of the real step (SPEC D2). Every other deviation it shows is inherited from
   vLLM's ``DefaultModelState``.
-* :class:`CopyingPiecesRunner` returns copies of the gathered pieces instead of views
-  of the cached encoder outputs (SPEC G6), on top of vLLM's ``EncoderRunner``.
+* :class:`PromptExtendingRunner` extends ``prefill_lens`` to cover each step's scheduled
+  tokens in the caller's own array before gathering, on top of vLLM's ``EncoderRunner``:
+  the engine's batch is changed under it (SPEC G9).
 * :class:`PlainSubclassState` changes nothing: all its failures are inherited.
 * :class:`OwnHiddenSizeState` assigns ``hidden_size`` in its ``__init__`` (to a wrong
   value): the adapter must show the class's own attribute, not replace it.
@@ -29,7 +30,7 @@ from vllm.v1.worker.gpu.model_states.default import (  # type: ignore[import-not
     DefaultModelState,
 )
 
-__all__ = ["CopyingDummyState", "CopyingPiecesRunner", "OwnHiddenSizeState", "PlainSubclassState"]
+__all__ = ["CopyingDummyState", "PromptExtendingRunner", "OwnHiddenSizeState", "PlainSubclassState"]
 
 
 class CopyingDummyState(DefaultModelState):  # type: ignore[misc, unused-ignore]
@@ -40,8 +41,8 @@ class CopyingDummyState(DefaultModelState):  # type: ignore[misc, unused-ignore]
         return buffer.clone()
 
 
-class CopyingPiecesRunner(EncoderRunner):  # type: ignore[misc, unused-ignore]
-    """vLLM's encoder runner whose gathered pieces are copies, not views (breaks G6)."""
+class PromptExtendingRunner(EncoderRunner):  # type: ignore[misc, unused-ignore]
+    """vLLM's encoder runner that extends the caller's ``prefill_lens`` in place."""
 
     def gather_mm_embeddings(
         self,
@@ -53,7 +54,9 @@ class CopyingPiecesRunner(EncoderRunner):  # type: ignore[misc, unused-ignore]
         num_computed_tokens: npt.NDArray[np.int64],
         draft_lookahead: int = 0,
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        pieces, is_mm_embed = super().gather_mm_embeddings(
+        end = num_computed_tokens + num_scheduled_tokens
+        np.maximum(prefill_lens, end, out=prefill_lens)  # the bug: the caller's array
+        result: tuple[list[torch.Tensor], torch.Tensor] = super().gather_mm_embeddings(
             req_ids,
             total_num_scheduled_tokens,
             num_scheduled_tokens,
@@ -62,7 +65,7 @@ class CopyingPiecesRunner(EncoderRunner):  # type: ignore[misc, unused-ignore]
             num_computed_tokens,
             draft_lookahead,
         )
-        return [piece.clone() for piece in pieces], is_mm_embed
+        return result
 
 
 class PlainSubclassState(DefaultModelState):  # type: ignore[misc, unused-ignore]
