@@ -37,6 +37,7 @@ __all__ = [
     "ModuleAttributes",
     "Probe",
     "environment_info",
+    "failed",
     "probe_target",
     "resolve_device",
     "run_check",
