@@ -34,12 +34,16 @@ def _gatherer(ctx, fault):
     )
 
 
-def lookahead_ignored(ctx):
-    return _gatherer(ctx, "lookahead-ignored-in-window")
+def realtime_ignored(ctx):
+    return _gatherer(ctx, "realtime-ignored")
 
 
 def stale_memo(ctx):
     return _gatherer(ctx, "stale-feature-memo")
+
+
+def stale_output(ctx):
+    return _gatherer(ctx, "stale-output-memo")
 """
 
 _RUN = """
@@ -95,10 +99,11 @@ def _snippet(details: str) -> str:
 @pytest.mark.parametrize(
     ("factory", "check", "drawn"),
     [
-        ("lookahead_ignored", "C2-changes-never-stale", True),  # a life Hypothesis shrank
+        ("realtime_ignored", "G8-stateful-life-matches-oracle", True),  # a life Hypothesis shrank
         ("stale_memo", "G8-stateful-life-matches-oracle", False),  # a hand-written life
+        ("stale_output", "C2-changes-never-stale", False),  # a life with changes between steps
     ],
-    ids=["drawn-life", "hand-written-life"],
+    ids=["drawn-life", "hand-written-life", "changing-life"],
 )
 def test_the_printed_steps_replay_the_failure(
     tmp_path: Path, hypothesis_dir: str | None, factory: str, check: str, drawn: bool

@@ -332,4 +332,4 @@ def change_life_for(
     if check_id not in JUDGES:
         raise ValueError(f"check_id must be one of {sorted(JUDGES)}, got {check_id!r}")
     run = _check_run_here(check_id, factory, mode, device, dtype, seed)
-    return change_life(run, JUDGES[check_id])
+    return change_life(run, JUDGES[check_id](run))

@@ -29,7 +29,6 @@ from rtmm_protocol.conformance.checks.stateful import (
     FeatureShape,
     Judge,
     LiveRequest,
-    compare_with_oracle,
     life_machine,
     replay_preamble,
     replayable,
@@ -50,37 +49,68 @@ _choice = st.integers(0, 1000)
 _GENERATION_STRIDE = 1000
 
 
-def _judge_accepts(call: GatherCall) -> None:
+def _judge_accepts(run: CheckRun) -> Judge:
     """C1: a gather that is due after allowed changes is answered, not refused."""
-    if call.oracle.raises or call.error is None:
-        return
-    raise CheckFailure(
-        "the target refused a gather after a change the contract allows between steps",
-        expected="a result (every needed output is cached)",
-        seen=describe_error(call.error),
-    )
 
-
-def _judge_fresh(call: GatherCall) -> None:
-    """C2: every result is what a fresh state returns on the current cache."""
-    oracle = call.oracle
-    if oracle.raises and call.error is None:
-        missing = ", ".join(identifier for identifier, _ in oracle.missing)
+    def judge(call: GatherCall) -> None:
+        if call.oracle.raises or call.error is None:
+            return
         raise CheckFailure(
-            "the target returned a result for an encoder output the cache no longer holds",
-            expected=f"the missing-output error naming {missing} (a fresh state raises it)",
-            seen="a result, made from data kept since an earlier step",
+            "the target refused a gather after a change the contract allows between steps",
+            expected="a result (every needed output is cached)",
+            seen=describe_error(call.error),
         )
-    if oracle.raises or call.error is not None:
-        return  # the error itself is judged by G7 and C1
-    try:
-        compare_with_oracle(call)
-    except CheckFailure as failure:
-        raise CheckFailure(
-            failure.what + " after a change between steps (a stale result)",
-            expected=failure.expected,
-            seen=failure.seen,
-        ) from None
+
+    return judge
+
+
+def _judge_fresh(run: CheckRun) -> Judge:
+    """C2: every result is what a freshly built target returns on a copy of the cache.
+
+    The comparison is with the target itself, not the oracle, so that C2 judges staleness
+    alone: a target that is wrong the same way when fresh fails the gather clause it
+    breaks (G1 to G7), not C2.
+    """
+
+    def judge(call: GatherCall) -> None:
+        fresh = run.build(hidden_size=call.scenario.hidden_size)
+        for req_id, features in call.features.items():
+            dict.__setitem__(fresh.cache.mm_features, req_id, list(features))
+        for identifier, output in call.outputs.items():
+            dict.__setitem__(fresh.cache.encoder_outputs, identifier, output.clone())
+        again = run.gather(fresh, call.scenario)
+        if again.error is not None and call.error is None:
+            raise CheckFailure(
+                "the target returned a result where a fresh state raises, after a change "
+                "between steps (a stale result)",
+                expected=f"what a fresh state does on the same cache: {describe_error(again.error)}",
+                seen="a result, made from data kept since an earlier step",
+            )
+        if again.error is not None or call.error is not None:
+            return  # a refusal is judged by C1, the error itself by G7
+        try:
+            then = again.unpack()
+        except CheckFailure:
+            return  # fresh, the result is malformed too: G4 to G6 judge that
+        now = call.unpack()
+        if not torch.equal(now.mask, then.mask):
+            raise CheckFailure(
+                "the mask differs from a fresh state's after a change between steps "
+                "(a stale result)",
+                expected=f"{then.mask.tolist()} (a fresh state on the same cache)",
+                seen=str(now.mask.tolist()),
+            )
+        hidden = call.scenario.hidden_size
+        if not torch.equal(now.rows(hidden), then.rows(hidden)):
+            raise CheckFailure(
+                "the gathered rows differ from a fresh state's after a change between steps "
+                "(a stale result)",
+                expected=f"{len(then.pieces)} pieces, {then.rows(hidden).shape[0]} rows, as a "
+                "fresh state on the same cache gathers them",
+                seen=f"{len(now.pieces)} pieces, {now.rows(hidden).shape[0]} rows, with other values",
+            )
+
+    return judge
 
 
 def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
@@ -248,8 +278,9 @@ _SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
 )
 
 
-#: The judge of each C check: C1 that allowed changes are accepted, C2 that nothing is stale.
-JUDGES: dict[str, Judge] = {
+#: The judge of each C check, made for a run: C1 that allowed changes are accepted, C2
+#: that nothing is stale.
+JUDGES: dict[str, Callable[[CheckRun], Judge]] = {
     "C1-changes-accepted": _judge_accepts,
     "C2-changes-never-stale": _judge_fresh,
 }
@@ -259,7 +290,7 @@ def _run_change_lives(
     run: CheckRun, scripts: Sequence[tuple[tuple[str, dict[str, object]], ...]]
 ) -> None:
     run.build()  # a refused mode skips here, before Hypothesis starts
-    run_lives(run, change_life(run, JUDGES[run.check_id]), scripts)
+    run_lives(run, change_life(run, JUDGES[run.check_id](run)), scripts)
 
 
 @check(
