@@ -1,12 +1,18 @@
-"""The repository's layout: the suite's source folder, no symbolic links, clause IDs in
-citations. (Which module may import which is checked by import-linter:
-``tests/test_import_contracts.py``.)"""
+"""The repository's layout and house rules: the suite's source folder, no symbolic links,
+clause IDs in citations, no private names taken from other modules, no control flow through
+``BaseException``. (Which module may import which is
+checked by import-linter: ``tests/test_import_contracts.py``.)"""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import re
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +24,8 @@ PACKAGE_DIR = Path(rtmm_protocol.__file__).resolve().parent
 #: top-level ``conformance/`` folder; in a wheel, inside the package folder.
 SUITE_DIR = Path(rtmm_protocol.conformance.__file__).resolve().parent
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Modules that need what only some installs have (an engine, a type checker's internals).
+_OPTIONAL = ("rtmm_protocol.adapters",)
 
 
 def test_the_repository_holds_no_symbolic_link() -> None:
@@ -68,3 +76,142 @@ def test_the_suite_is_imported_from_the_top_level_conformance_folder() -> None:
     # Nothing under the top-level folder is importable as a top-level ``conformance``:
     # a user's own package of that name is never shadowed by this one.
     assert not (REPO_ROOT / "conformance" / "__init__.py").exists()
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _modules_under(folder: Path, package: str) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` file under ``folder`` (the package ``package``)."""
+    found = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = list(path.relative_to(folder).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join([package, *parts])] = path
+    return found
+
+
+def _project_modules() -> dict[str, Path]:
+    modules = _modules_under(PACKAGE_DIR, "rtmm_protocol")
+    modules.update(_modules_under(SUITE_DIR, "rtmm_protocol.conformance"))
+    return modules
+
+
+def _private_imports(modules: dict[str, Path]) -> list[str]:
+    """``file:line: module._name`` for each private name a module takes from another project
+    module: ``from ... import _name`` (relative or absolute), or ``module._name``."""
+    problems = set()
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        bound: dict[str, str] = {}  # local name -> the project object or module it stands for
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    above = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                    base = f"{above}.{base}" if base else above
+                if base.split(".")[0] != "rtmm_protocol":
+                    continue
+                for alias in node.names:
+                    if _is_private(alias.name) and base != name:
+                        problems.add(f"{path}:{node.lineno}: {base}.{alias.name}")
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "rtmm_protocol" and alias.asname:
+                        bound[alias.asname] = alias.name
+                    elif alias.name.split(".")[0] == "rtmm_protocol":
+                        bound["rtmm_protocol"] = "rtmm_protocol"
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            chain: list[str] = []
+            inner: ast.expr = node
+            while isinstance(inner, ast.Attribute):
+                chain.insert(0, inner.attr)
+                inner = inner.value
+            if not isinstance(inner, ast.Name) or inner.id not in bound:
+                continue
+            target = bound[inner.id]
+            for attr in chain:  # follow the dotted path while it names project modules
+                if target not in modules:
+                    break
+                if _is_private(attr) and target != name:
+                    problems.add(f"{path}:{node.lineno}: {target}.{attr}")
+                    break
+                target = f"{target}.{attr}"
+    return sorted(problems)
+
+
+def test_no_module_uses_a_private_name_of_another() -> None:
+    """A name with a leading underscore is its module's business: no other module of the
+    package or of the suite imports it or reaches it as ``module._name``."""
+    assert _private_imports(_project_modules()) == []
+
+
+def test_the_private_name_scan_finds_each_way_in(tmp_path: Path) -> None:
+    package = tmp_path / "rtmm_protocol"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("_hidden = 1\nshown = 2\n")
+    (package / "sub" / "__init__.py").write_text("from .. import _helpers_alias\n")
+    (package / "user.py").write_text(
+        "import rtmm_protocol.helpers\n"
+        "import rtmm_protocol.helpers as helpers\n"
+        "from rtmm_protocol.helpers import _hidden, shown\n"
+        "from . import helpers as h\n"
+        "print(_hidden, shown, helpers.shown, helpers.__name__)\n"
+        "print(helpers._hidden)\n"
+        "print(rtmm_protocol.helpers._hidden)\n"
+        "print(h._hidden)\n"
+    )
+    modules = _modules_under(package, "rtmm_protocol")
+    found = [p.removeprefix(str(package) + "/") for p in _private_imports(modules)]
+    assert found == [
+        "sub/__init__.py:1: rtmm_protocol._helpers_alias",
+        "user.py:3: rtmm_protocol.helpers._hidden",
+        "user.py:6: rtmm_protocol.helpers._hidden",
+        "user.py:7: rtmm_protocol.helpers._hidden",
+        "user.py:8: rtmm_protocol.helpers._hidden",
+    ]
+
+
+def _base_exceptions(modules: Iterable[ModuleType]) -> list[str]:
+    """Classes defined in ``modules`` that are ``BaseException``s but not ``Exception``s."""
+    return sorted(
+        f"{module.__name__}.{value.__qualname__}"
+        for module in modules
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and value.__module__ == module.__name__
+        and issubclass(value, BaseException)
+        and not issubclass(value, Exception)
+    )
+
+
+def test_no_class_derives_from_base_exception_but_through_exception() -> None:
+    """Control flow never uses a ``BaseException`` that is no ``Exception``: ``except
+    Exception`` must see every error the package raises (KeyboardInterrupt alone goes up)."""
+    names = [n for n in _project_modules() if not n.endswith("__main__")]
+    modules = [importlib.import_module(n) for n in names if not n.startswith(_OPTIONAL)]
+    assert len(modules) > 40
+    assert _base_exceptions(modules) == []
+
+
+def test_the_base_exception_scan_finds_a_direct_subclass(tmp_path: Path) -> None:
+    sample = tmp_path / "rtmm_layout_sample.py"
+    sample.write_text(
+        "import pytest\n\n"
+        "class Stop(BaseException):\n    pass\n\n"
+        "class Skip(pytest.skip.Exception):\n    pass\n\n"
+        "class Fine(ValueError):\n    pass\n"
+    )
+    spec = importlib.util.spec_from_file_location("rtmm_layout_sample", sample)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert _base_exceptions([module]) == ["rtmm_layout_sample.Skip", "rtmm_layout_sample.Stop"]

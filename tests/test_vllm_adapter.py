@@ -33,6 +33,7 @@ from rtmm_protocol.conformance import check_model_state
 from rtmm_protocol.conformance.driving.context import ContextParts, Mode, build_context
 from rtmm_protocol.conformance.reporting.results import Outcome
 from rtmm_protocol.conformance.reporting.xfail import parse_xfail_file
+from rtmm_protocol.conformance.settings import RunSettings
 
 VLLM = installed_vllm_version()
 HAS_VLLM = importlib.util.find_spec("vllm") is not None and VLLM is not None
@@ -47,15 +48,10 @@ ENCODER_RUNNER = "vllm.v1.worker.gpu.mm.encoder_runner:EncoderRunner"
 
 
 def _context(mode: Mode) -> ContextParts:
-    return build_context(
-        mode,
-        hidden_size=16,
-        max_num_tokens=64,
-        max_num_reqs=4,
-        dtype=torch.float32,
-        device=torch.device("cpu"),
-        seed=0,
+    settings = RunSettings(
+        torch.device("cpu"), seed=0, hidden_size=16, max_num_tokens=64, max_num_reqs=4
     )
+    return build_context(mode, settings)
 
 
 def _built(spec: str, parts: ContextParts) -> Any:

@@ -22,9 +22,8 @@ from rtmm_protocol.conformance.reporting.report import REPORT_SCHEMA, Conformanc
 from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckResult, Outcome
 from rtmm_protocol.conformance.reporting.schema import report_schema, validate_report
 from rtmm_protocol.conformance.reporting.xfail import parse_xfail_text
-from rtmm_protocol.conformance.running.environment import environment_info
 from rtmm_protocol.conformance.running.runner import SuiteRunner, judge
-from rtmm_protocol.conformance.running.verdict import Probe
+from rtmm_protocol.conformance.running.verdict import Probe, environment_info
 from rtmm_protocol.conformance.running.workers import InProcess
 from rtmm_protocol.conformance.settings import RunSettings
 from rtmm_protocol.conformance.targets import reference_model_state

@@ -1,11 +1,6 @@
-"""The rtmm-protocol conformance suite, installed as ``rtmm_protocol.conformance``.
-
-Run it with ``pytest --conformance`` (the bundled reference) or
-``pytest --conformance=MODULE:FACTORY`` (your state), or from Python with
-:func:`check_model_state`. The pytest plugin lives in :mod:`.plugin`; this package
-imports nothing heavy until one of the names below is used, because pytest loads the
-plugin in every run of every project that has the package installed.
-"""
+"""The rtmm-protocol conformance suite: ``pytest --conformance[=MODULE:FACTORY]``, or
+:func:`check_model_state` from Python. Its names are imported on first use, since pytest
+loads the suite's plugin in every run of every project that has the package installed."""
 
 from __future__ import annotations
 
@@ -54,26 +49,19 @@ __all__ = [
     "validate_report",
 ]
 
+#: Public name -> the module (below this package) that defines it.
 _WHERE = {
-    "change_life_for": "api",
-    "check_model_state": "api",
-    "life_machine_for": "api",
-    "parametrize_with_checks": "api",
-    "replay": "api",
-    "CHECKS": "catalog",
-    "CLAUSES": "catalog",
-    "CheckInfo": "catalog",
-    "ConformanceContext": "driving.context",
-    "ModeNotSupported": "driving.context",
-    "CheckFailure": "reporting.results",
-    "CheckResult": "reporting.results",
-    "ConformanceWarning": "reporting.results",
-    "Outcome": "reporting.results",
-    "ConformanceReport": "reporting.report",
-    "report_schema": "reporting.schema",
-    "validate_report": "reporting.schema",
-    "reference_gatherer": "targets",
-    "reference_model_state": "targets",
+    name: module
+    for module, names in {
+        "api": "change_life_for check_model_state life_machine_for parametrize_with_checks replay",
+        "catalog": "CHECKS CLAUSES CheckInfo",
+        "driving.context": "ConformanceContext ModeNotSupported",
+        "reporting.results": "CheckFailure CheckResult ConformanceWarning Outcome",
+        "reporting.report": "ConformanceReport",
+        "reporting.schema": "report_schema validate_report",
+        "targets": "reference_gatherer reference_model_state",
+    }.items()
+    for name in names.split()
 }
 
 

@@ -1,18 +1,12 @@
-"""Running the suite outside the pytest plugin: a report object, a decorator, replays.
-
-``check_model_state`` runs every applicable check and returns a
-:class:`~rtmm_protocol.conformance.reporting.report.ConformanceReport`;
-``parametrize_with_checks`` turns the checks into parameters of a test in the user's
-own test file; ``replay``, ``life_machine_for`` and ``change_life_for`` rerun what a
-failure message shows, in the calling process.
-"""
+"""Running the suite outside the pytest plugin: a report, the checks as parameters of a
+user's own test, and the replays (in this process) of what a failure message shows."""
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -25,7 +19,6 @@ from rtmm_protocol.conformance.catalog import (
     CHECKS,
     CHECKS_BY_ID,
     CLAUSES,
-    TargetKind,
     clauses_for,
     version_key,
 )
@@ -39,9 +32,9 @@ from rtmm_protocol.conformance.driving.factories import Target, factory_spec_of,
 from rtmm_protocol.conformance.reporting.report import ConformanceReport
 from rtmm_protocol.conformance.reporting.results import CheckResult, ConformanceWarning, Outcome
 from rtmm_protocol.conformance.reporting.xfail import XfailFile, parse_xfail_file
-from rtmm_protocol.conformance.running.runner import PlannedCheck, SuiteRunner, judge, open_runner
+from rtmm_protocol.conformance.running.runner import PlannedCheck, SuiteRunner, open_runner
 from rtmm_protocol.conformance.running.verdict import probe_target
-from rtmm_protocol.conformance.settings import ISOLATIONS, RunSettings, parse_dtype
+from rtmm_protocol.conformance.settings import RunSettings, parse_dtype
 from rtmm_protocol.testing.scenario import GatherScenario
 
 if TYPE_CHECKING:
@@ -52,12 +45,10 @@ __all__ = [
     "SettingOptions",
     "change_life_for",
     "check_model_state",
-    "kind_notes",
     "known_versions",
     "life_machine_for",
     "make_settings",
     "parametrize_with_checks",
-    "prepare_runner",
     "replay",
     "report_of",
     "resolve_target",
@@ -85,19 +76,13 @@ def make_settings(
     shrink: bool = True,
     isolation: str = "auto",
 ) -> RunSettings:
-    """Validated run settings; ``ValueError`` names the bad option.
-
-    ``device=None`` means CUDA where the checks run has it, else the CPU; it is decided
-    there, never by asking CUDA in this process. ``isolation="fork"`` (the name of
-    0.1's per-check child processes) means ``"process"``.
-    """
+    """Validated run settings; ``ValueError`` names the bad option. ``device=None`` means
+    CUDA where the checks run has it, else the CPU (decided there, never by asking CUDA in
+    this process); ``isolation="fork"`` (0.1's per-check processes) means ``"process"``."""
     if version not in known_versions():
         raise ValueError(
             f"unknown protocol version {version!r}; known: {', '.join(known_versions())}"
         )
-    isolation = "process" if isolation == "fork" else isolation
-    if isolation not in ISOLATIONS:
-        raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, got {isolation!r}")
     return RunSettings(
         device=torch.device("cpu" if device is None else device),
         device_is_default=device is None,
@@ -108,15 +93,8 @@ def make_settings(
         strict=strict,
         version=version,
         shrink=shrink,
-        isolation=isolation,
+        isolation="process" if isolation == "fork" else isolation,
     )
-
-
-def resolve_target(factory: FactoryLike) -> Target:
-    """The target a factory or a spec names (a spec's module may be in the current directory)."""
-    if isinstance(factory, str):
-        return load_target(factory, [Path(os.getcwd())])
-    return Target(factory, factory_spec_of(factory))
 
 
 class SettingOptions(TypedDict, total=False):
@@ -133,9 +111,22 @@ class SettingOptions(TypedDict, total=False):
     isolation: str
 
 
-def prepare_runner(factory: FactoryLike, settings: RunSettings) -> SuiteRunner:
-    """A runner for the target ``factory`` builds (close it when done)."""
-    return open_runner(resolve_target(factory), settings)
+def resolve_target(
+    factory: FactoryLike,
+    baseline: FactoryLike | None = None,
+    search_dirs: Sequence[Path] | None = None,
+) -> Target:
+    """The target a factory or a spec names, with the ``baseline`` it derives from; a spec's
+    module may be in ``search_dirs`` (default: the current directory)."""
+    dirs = [Path(os.getcwd())] if search_dirs is None else search_dirs
+    if isinstance(factory, str):
+        target = load_target(factory, dirs)
+    else:
+        target = Target(factory, factory_spec_of(factory))
+    if baseline is None:
+        return target
+    base = resolve_target(baseline, search_dirs=dirs)
+    return replace(target, baseline=base.factory, baseline_label=base.spec)
 
 
 def _selected(plan: Iterable[PlannedCheck], select: Iterable[str] | None) -> list[PlannedCheck]:
@@ -159,32 +150,20 @@ def check_model_state(
     """Run the conformance checks on the target ``factory`` builds; return the report.
 
     ``factory`` is ``FACTORY(ctx)`` or a spec (``"MODULE:FACTORY"``, or
-    ``"vllm:MODULE:CLASS"`` for a vLLM class); the target may be a ``ModelState`` or a
-    runner-level gatherer (detected). ``checks`` limits the run to some check or clause
-    IDs; ``xfail`` is an expected-failures file (see
-    :mod:`rtmm_protocol.conformance.reporting.xfail`); ``baseline`` builds what the target
-    derives from, and a failure it shares on the same draws is reported as inherited.
-    ``options`` are :func:`make_settings`'s (device, dtype, seed, examples, timeout_s,
-    strict, version, shrink, isolation). ``isolation`` says where the checks run: ``auto``
-    (a worker process, so that a target that crashes or hangs fails one check and the run
-    goes on, unless the factory cannot be sent to one: define it at module level),
-    ``process`` or ``off`` (this process). Nothing is raised for failing checks: look at
-    ``report.ok`` and ``report.table()``.
+    ``"vllm:MODULE:CLASS"`` for a vLLM class) of a ``ModelState`` or a runner-level
+    gatherer. ``checks`` limits the run to some check or clause IDs; ``xfail`` is an
+    expected-failures file (:mod:`rtmm_protocol.conformance.reporting.xfail`); a failure
+    that ``baseline`` (what the target derives from) shares on the same draws is reported
+    as inherited. ``options`` are :func:`make_settings`'s; ``isolation`` ``auto`` runs the
+    checks in a worker process, so that a target that crashes or hangs fails one check,
+    unless the factory cannot be sent to one (define it at module level). Failing checks
+    raise nothing: look at ``report.ok`` and ``report.table()``.
     """
     settings = make_settings(**options)
     expected = parse_xfail_file(xfail) if isinstance(xfail, (str, Path)) else xfail
-    target = resolve_target(factory)
-    if baseline is not None:
-        base = resolve_target(baseline)
-        target = replace(target, baseline=base.factory, baseline_label=base.spec)
-    runner = open_runner(target, settings)
+    runner = open_runner(resolve_target(factory, baseline), settings)
     try:
-        results = []
-        for planned in _selected(runner.plan(), checks):
-            raw = runner.run(planned.impl.id, planned.mode)
-            entry = expected.entry_for(planned.impl.id, planned.mode) if expected else None
-            info = planned.impl.info
-            results.append(judge(raw, info, strict=settings.strict, expected_failure=entry))
+        results = [runner.judged(planned, expected) for planned in _selected(runner.plan(), checks)]
     finally:
         runner.close()
     return report_of(runner, results, expected)
@@ -204,78 +183,60 @@ def report_of(
         outcomes = [(r.check_id, r.mode, r.outcome.value) for r in results]
         stale = [f"{e.where}: {e.key} ({e.reason})" for e in expected.stale(outcomes)]
         unknown = [f"{e.where}: {e.key}" for e in expected.unknown()]
+    kind = runner.probe.kind
+    if kind is None:
+        notes = [f"target kind unknown: {runner.probe.note}"]
+    else:
+        left_out = ", ".join(c for c in CLAUSES if c not in clauses_for(kind))
+        notes = [f"clauses not applicable to a {kind} target: {left_out}"] if left_out else []
     return ConformanceReport(
-        target=runner.factory_spec,
+        target=runner.target.spec,
         baseline=runner.target.baseline_label if runner.target.baseline is not None else "",
-        kind=runner.probe.kind,
+        kind=kind,
         settings=settings_summary(runner.settings),
         environment=runner.environment,
         results=results,
         strict=runner.settings.strict,
         stale_expected_failures=stale,
         unknown_expected_failures=unknown,
-        notes=kind_notes(runner.probe.kind, runner.probe.note) + runner.notes,
+        notes=notes + runner.notes,
         interrupted=interrupted,
     )
 
 
-def kind_notes(kind: TargetKind | None, note: str) -> list[str]:
-    """What the report says about the target's kind and the clauses that apply to it."""
-    if kind is None:
-        return [f"target kind unknown: {note}"]
-    left_out = [c for c in CLAUSES if c not in clauses_for(kind)]
-    if not left_out:
-        return []
-    return [f"clauses not applicable to a {kind} target: {', '.join(left_out)}"]
-
-
 def settings_summary(settings: RunSettings) -> dict[str, object]:
     """The settings as JSON-ready data."""
+    plain = ("seed", "examples", "timeout_s", "strict", "version")
     return {
-        "seed": settings.seed,
-        "examples": settings.examples,
-        "timeout_s": settings.timeout_s,
-        "strict": settings.strict,
-        "version": settings.version,
+        **{key: getattr(settings, key) for key in plain},
         "dtype": str(settings.dtype).removeprefix("torch."),
         "device": str(settings.device),
         "isolation": settings.isolation,
     }
 
 
+@dataclass(frozen=True)
 class _BoundCheck:
     """One check in one mode, callable from a test function."""
 
-    def __init__(self, runner: SuiteRunner, planned: PlannedCheck, strict: bool) -> None:
-        self._runner = runner
-        self._planned = planned
-        self._strict = strict
-
-    def __repr__(self) -> str:
-        return self._planned.label
+    runner: SuiteRunner
+    planned: PlannedCheck
 
     def __call__(self) -> None:
         import pytest
 
-        impl = self._planned.impl
-        raw = self._runner.run(impl.id, self._planned.mode)
-        result = judge(raw, impl.info, strict=self._strict, expected_failure=None)
+        result = self.runner.judged(self.planned)
         if result.outcome is Outcome.FAILED:
             pytest.fail(result.details or result.reason, pytrace=False)
         elif result.outcome in (Outcome.SKIPPED, Outcome.BLOCKED):
             pytest.skip(f"{result.outcome.value}: {result.reason}")
         elif result.outcome is Outcome.WARNING:
-            warnings.warn(
-                ConformanceWarning(f"{self._planned.label} (SHOULD): {result.reason}"),
-                stacklevel=2,
-            )
+            warning = ConformanceWarning(f"{self.planned.label} (SHOULD): {result.reason}")
+            warnings.warn(warning, stacklevel=2)
 
 
 def parametrize_with_checks(
-    factory: FactoryLike,
-    *,
-    checks: Iterable[str] | None = None,
-    **options: Unpack[SettingOptions],
+    factory: FactoryLike, *, checks: Iterable[str] | None = None, **options: Unpack[SettingOptions]
 ) -> MarkDecorator:
     """A ``pytest.mark.parametrize`` over every check, to embed them in your own tests::
 
@@ -292,10 +253,10 @@ def parametrize_with_checks(
     import pytest
 
     settings = make_settings(**options)
-    runner = prepare_runner(factory, settings)
+    runner = open_runner(resolve_target(factory), settings)
     params = [
         pytest.param(
-            _BoundCheck(runner, planned, settings.strict),
+            _BoundCheck(runner, planned),
             id=planned.impl.id if planned.mode is None else f"{planned.impl.id}-{planned.mode}",
         )
         for planned in _selected(runner.plan(), checks)
@@ -337,12 +298,8 @@ def replay(
     dtype: torch.dtype | str = "float32",
     seed: int = DEFAULT_SEED,
 ) -> None:
-    """Run one scenario of a scenario-driven check; raise its failure, if any.
-
-    This is what the reproduction snippet in a failure message calls: the
-    :class:`~rtmm_protocol.conformance.reporting.results.CheckFailure` it raises (an
-    ``AssertionError``) says what was expected and what was seen.
-    """
+    """Run one scenario of a scenario-driven check, as a failure's reproduction snippet does;
+    its :class:`~.reporting.results.CheckFailure` (an ``AssertionError``) goes up."""
     impl = implementations().get(check_id)
     if impl is None or impl.example is None:
         raise ValueError(f"{check_id!r} is not a scenario-driven check")

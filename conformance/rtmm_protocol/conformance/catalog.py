@@ -1,12 +1,6 @@
-"""The check catalog: every conformance check as plain data (ID, clause, level, statement).
-
-Each check is defined once, where its code is: the decorator of its function in
-``checks/<area>.py`` carries its ID, level and statement (and, where they differ from
-the defaults, its targets and protocol version). This module reads those decorators
-from the source with :mod:`ast` rather than importing the check modules, and imports
-only the standard library, so that tools without torch (the documentation build loads
-this file by path) list exactly the checks the suite runs.
-"""
+"""The check catalog: every check as plain data, read with :mod:`ast` from the decorators
+in ``checks/<area>.py`` that define them; standard library only, so that tools without
+torch (the docs build loads this file by path) list the suite's checks."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal, cast
+from typing import Final, Literal, cast, get_args
 
 __all__ = [
     "AREAS",
@@ -38,43 +32,23 @@ __all__ = [
 ]
 
 Level = Literal["MUST", "SHOULD"]
+#: Spec areas the checks are grouped by, each the module ``checks/<area>.py``, in report order.
 Area = Literal[
-    "gather",
-    "dummy_run",
-    "real_path",
-    "cuda_graphs",
-    "errors",
-    "signatures",
-    "stateful",
-    "changes",
+    "signatures", "gather", "stateful", "changes", "dummy_run", "real_path", "cuda_graphs", "errors"
 ]
+#: The two kinds of object a factory may return.
 TargetKind = Literal["model_state", "gatherer"]
 
 #: Requirement levels, strongest first.
-LEVELS: Final[tuple[Level, ...]] = ("MUST", "SHOULD")
-#: Spec areas the checks are grouped by; each is the module ``checks/<area>.py``.
-AREAS: Final[tuple[Area, ...]] = (
-    "signatures",
-    "gather",
-    "stateful",
-    "changes",
-    "dummy_run",
-    "real_path",
-    "cuda_graphs",
-    "errors",
-)
-#: The two kinds of object a factory may return.
-TARGET_KINDS: Final[tuple[TargetKind, ...]] = ("model_state", "gatherer")
+LEVELS: Final[tuple[Level, ...]] = get_args(Level)
+AREAS: Final[tuple[Area, ...]] = get_args(Area)
+TARGET_KINDS: Final[tuple[TargetKind, ...]] = get_args(TargetKind)
 
 
 @dataclass(frozen=True)
 class CheckInfo:
-    """What one check requires, independent of how it is run.
-
-    ``id`` starts with the clause it checks (``G5-rows-match-mask``); ``since`` is the
-    protocol version that introduced the check, so a report can be scored against the
-    requirement set of an older version; ``targets`` lists the target kinds it applies to.
-    """
+    """What one check requires. ``id`` starts with its clause (``G5-rows-match-mask``);
+    ``since`` is the protocol version that introduced it; ``targets`` the kinds it applies to."""
 
     id: str
     clause: str
@@ -87,8 +61,7 @@ class CheckInfo:
     line: int = field(default=0, compare=False)
 
 
-#: Clause ID -> short title, for every clause of the specification's sections 3 to 7, in
-#: the specification's order.
+#: Clause ID -> short title, for every clause of the specification, in its order.
 CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
     {
         "G1": "The gather window",
@@ -130,6 +103,11 @@ _CHECKS_DIR = Path(__file__).resolve().parent / "checks"
 _DECORATORS = ("check", "scenario_check")
 
 
+def clause_of(check_id: str) -> str:
+    """The clause a check ID belongs to (the part before the first hyphen)."""
+    return check_id.split("-", 1)[0]
+
+
 def _literal(node: ast.expr, where: str) -> object:
     try:
         return ast.literal_eval(node)
@@ -142,44 +120,44 @@ def _literal(node: ast.expr, where: str) -> object:
 
 def _decorated_checks(area: Area, source: str, filename: str) -> list[CheckInfo]:
     """The checks one ``checks/<area>.py`` defines, in source order."""
+    decorators = [
+        d
+        for node in ast.walk(ast.parse(source, filename=filename))
+        if isinstance(node, ast.FunctionDef)
+        for d in node.decorator_list
+        if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id in _DECORATORS
+    ]
     found = []
-    for node in ast.walk(ast.parse(source, filename=filename)):
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for decorator in node.decorator_list:
-            if not (
-                isinstance(decorator, ast.Call)
-                and isinstance(decorator.func, ast.Name)
-                and decorator.func.id in _DECORATORS
-            ):
-                continue
-            where = f"{filename}:{decorator.lineno}"
-            if len(decorator.args) != 3:
-                raise RuntimeError(f"{where}: @{decorator.func.id} takes (id, level, statement)")
-            check_id, level, statement = (_literal(a, where) for a in decorator.args)
-            options = {
-                k.arg: _literal(k.value, where)
-                for k in decorator.keywords
-                if k.arg in ("targets", "since")
-            }
-            targets = options.get("targets", DEFAULT_TARGETS)
-            if level not in LEVELS or not isinstance(check_id, str):
-                raise RuntimeError(f"{where}: level must be one of {LEVELS}, got {level!r}")
-            if not isinstance(targets, tuple) or not set(targets) <= set(TARGET_KINDS):
-                raise RuntimeError(f"{where}: targets must be a tuple of {TARGET_KINDS}")
-            found.append(
-                CheckInfo(
-                    id=check_id,
-                    clause=check_id.split("-", 1)[0],
-                    level=level,
-                    area=area,
-                    statement=str(statement),
-                    since=str(options.get("since", DEFAULT_SINCE)),
-                    targets=cast(tuple[TargetKind, ...], targets),
-                    line=decorator.lineno,
-                )
+    for decorator in sorted(decorators, key=lambda d: d.lineno):
+        where = f"{filename}:{decorator.lineno}"
+        if len(decorator.args) != 3:
+            raise RuntimeError(
+                f"{where}: @{ast.unparse(decorator.func)} takes (id, level, statement)"
             )
-    return sorted(found, key=lambda c: c.line)
+        check_id, level, statement = (_literal(a, where) for a in decorator.args)
+        options = {
+            k.arg: _literal(k.value, where)
+            for k in decorator.keywords
+            if k.arg in ("targets", "since")
+        }
+        targets = options.get("targets", DEFAULT_TARGETS)
+        if level not in LEVELS or not isinstance(check_id, str):
+            raise RuntimeError(f"{where}: level must be one of {LEVELS}, got {level!r}")
+        if not isinstance(targets, tuple) or not set(targets) <= set(TARGET_KINDS):
+            raise RuntimeError(f"{where}: targets must be a tuple of {TARGET_KINDS}")
+        found.append(
+            CheckInfo(
+                id=check_id,
+                clause=clause_of(check_id),
+                level=level,
+                area=area,
+                statement=str(statement),
+                since=str(options.get("since", DEFAULT_SINCE)),
+                targets=cast(tuple[TargetKind, ...], targets),
+                line=decorator.lineno,
+            )
+        )
+    return found
 
 
 def _read_checks() -> tuple[CheckInfo, ...]:
@@ -203,15 +181,10 @@ CHECKS_BY_ID: Final[Mapping[str, CheckInfo]] = types.MappingProxyType({c.id: c f
 
 
 def spec_anchor(clause: str) -> str:
-    """The documentation link of a clause: the specification page with the clause ID as anchor."""
+    """The documentation link of a clause: the specification page, anchored at the clause."""
     if clause not in CLAUSES:
         raise ValueError(f"unknown clause {clause!r}; known clauses: {', '.join(CLAUSES)}")
     return f"specification.md#{clause}"
-
-
-def clause_of(check_id: str) -> str:
-    """The clause a check ID belongs to (the part before the first hyphen)."""
-    return check_id.split("-", 1)[0]
 
 
 def checks_for_clause(clause: str) -> tuple[CheckInfo, ...]:

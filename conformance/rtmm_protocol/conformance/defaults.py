@@ -10,8 +10,8 @@ __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_TIMEOUT_S",
     "DTYPE_NAMES",
+    "ISOLATIONS",
     "NODE_PREFIX",
-    "REFERENCE_GATHERER",
     "REFERENCE_MODEL_STATE",
 ]
 
@@ -23,11 +23,13 @@ DEFAULT_EXAMPLES: Final = 30
 DEFAULT_TIMEOUT_S: Final = 120.0
 #: dtype names accepted on the command line.
 DTYPE_NAMES: Final = ("float32", "float16", "bfloat16")
+#: Where checks run: ``process`` (a worker process: CUDA-safe, a crash or a hang fails one
+#: check), ``off`` (the calling process), ``auto`` (``process`` unless the factory cannot
+#: be sent to another process).
+ISOLATIONS: Final = ("auto", "process", "off")
 
 #: The factory ``pytest --conformance`` checks when given no value.
 REFERENCE_MODEL_STATE: Final = "rtmm_protocol.conformance.targets:reference_model_state"
-#: The runner-level reference, for checking the gatherer kind.
-REFERENCE_GATHERER: Final = "rtmm_protocol.conformance.targets:reference_gatherer"
 
 #: First part of every suite node ID: ``rtmm-conformance::G5-rows-match-mask[realtime]``.
 NODE_PREFIX: Final = "rtmm-conformance"

@@ -1,9 +1,5 @@
-"""The knobs of one conformance run and their defaults, plus the merge tolerances.
-
-Nothing here asks torch whether CUDA is available: that call initialises the CUDA driver
-in the calling process, after which a forked child could not use CUDA. The device a run
-asks for is resolved where the checks run (see :mod:`.running.runner`).
-"""
+"""The knobs of one conformance run, and the merge tolerances. Nothing here asks torch
+whether CUDA is available (that initialises CUDA here): the checks' process resolves it."""
 
 from __future__ import annotations
 
@@ -12,31 +8,18 @@ from dataclasses import dataclass
 import torch
 
 from rtmm_protocol._version import PROTOCOL_VERSION
-from rtmm_protocol.conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED, DEFAULT_TIMEOUT_S
+from rtmm_protocol.conformance.defaults import (
+    DEFAULT_EXAMPLES,
+    DEFAULT_SEED,
+    DEFAULT_TIMEOUT_S,
+    DTYPE_NAMES,
+    ISOLATIONS,
+)
 
-__all__ = [
-    "DEFAULT_EXAMPLES",
-    "DEFAULT_SEED",
-    "DEFAULT_TIMEOUT_S",
-    "DTYPES",
-    "MERGE_TOLERANCES",
-    "ISOLATIONS",
-    "RunSettings",
-    "Tolerance",
-    "parse_dtype",
-]
-
-#: Values of ``--conformance-isolation``: ``process`` runs the checks in a worker process
-#: (CUDA-safe, a crash or a hang fails one check), ``off`` in the calling process, and
-#: ``auto`` picks ``process`` unless the factory cannot be sent to another process.
-ISOLATIONS = ("auto", "process", "off")
+__all__ = ["DTYPES", "ISOLATIONS", "MERGE_TOLERANCES", "RunSettings", "Tolerance", "parse_dtype"]
 
 #: dtype names accepted on the command line.
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 @dataclass(frozen=True)
@@ -70,8 +53,8 @@ class RunSettings:
     """Options of a run. ``version`` selects the requirement set the run is scored against."""
 
     device: torch.device
-    #: ``device`` is a stand-in for "CUDA where available, else the CPU", to be resolved
-    #: where the checks run (asking here could initialise CUDA in this process).
+    #: ``device`` stands for "CUDA where available, else the CPU", to be resolved where the
+    #: checks run.
     device_is_default: bool = False
     dtype: torch.dtype = torch.float32
     seed: int = DEFAULT_SEED
@@ -79,10 +62,9 @@ class RunSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     strict: bool = False
     version: str = PROTOCOL_VERSION
-    #: Shrink failing examples to the smallest one (off only where detection is all
-    #: that matters, as in the suite's own self-tests).
+    #: Shrink failing examples (off only where detection is all that matters).
     shrink: bool = True
-    #: Where checks run: one of :data:`ISOLATIONS` (see :mod:`.running.workers`).
+    #: Where checks run: one of :data:`ISOLATIONS`.
     isolation: str = "auto"
     hidden_size: int = 4
     max_num_tokens: int = 128

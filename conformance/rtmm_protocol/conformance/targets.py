@@ -1,11 +1,5 @@
-"""The bundled targets: ``pytest --conformance`` with no value checks the first.
-
-``rtmm_protocol.conformance.targets:reference_model_state`` builds the reference
-:class:`~rtmm_protocol.reference.ReferenceModelState`, and
-``rtmm_protocol.conformance.targets:reference_gatherer`` the runner-level
-:class:`~rtmm_protocol.reference.EncoderRunner`. This is the one module of the suite
-that imports the reference.
-"""
+"""The bundled targets (``pytest --conformance`` with no value checks the first): the one
+module of the suite that imports the reference."""
 
 from __future__ import annotations
 

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 
-from rtmm_protocol.conformance.checks import (  # noqa: F401  # imported to register checks
-    changes,
-    cuda_graphs,
-    dummy_run,
-    errors,
-    gather,
-    real_path,
-    signatures,
-    stateful,
-)
+from rtmm_protocol.conformance.catalog import AREAS
 from rtmm_protocol.conformance.checks.registry import CheckImpl, registered
 
 __all__ = ["implementations"]
@@ -22,3 +14,7 @@ __all__ = ["implementations"]
 def implementations() -> Mapping[str, CheckImpl]:
     """Every check, keyed by ID, in catalog order."""
     return registered()
+
+
+for _area in AREAS:  # each area module registers its checks when imported
+    importlib.import_module(f"rtmm_protocol.conformance.checks.{_area}")

@@ -1,17 +1,11 @@
-"""Defining checks: the decorators that give a check function its ID, level and statement.
-
-Each ``checks/<area>.py`` module decorates its functions with :func:`check` or
-:func:`scenario_check`, whose first three arguments (ID, level, statement) and
-``targets``/``since`` options are the check's one definition. The catalog reads the same
-decorators from the source without importing anything; registering refuses a check whose
-record differs from the catalog's (a decorator whose arguments are not literals).
-:func:`~.all_checks.implementations` imports every area and returns what registered.
-"""
+"""Defining checks: the decorators that give a check function its ID, level and statement
+(the catalog reads them from the source: a record that differs from the catalog's is refused)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hypothesis import strategies as st
 
@@ -22,6 +16,7 @@ from rtmm_protocol.conformance.catalog import (
     CheckInfo,
     Level,
     TargetKind,
+    clause_of,
 )
 from rtmm_protocol.conformance.driving.check_run import CheckRun
 from rtmm_protocol.conformance.driving.context import MODES, Mode
@@ -42,20 +37,18 @@ BASIC_PREREQUISITES: tuple[str, ...] = ("T1-protocol-members", "T2-no-renamed-pa
 
 #: ``body(run, scenario)``: one example of a scenario-driven check.
 ExampleBody = Callable[[CheckRun, GatherScenario], None]
+_Strategy = Callable[[CheckRun], st.SearchStrategy[GatherScenario]]
+_Cases = Callable[[CheckRun], Iterable[GatherScenario]] | Sequence[GatherScenario]
+_F = TypeVar("_F", bound=Callable[..., None])
 
 _REGISTRY: dict[str, CheckImpl] = {}
 
 
 @dataclass(frozen=True)
 class CheckImpl:
-    """The code of one check and how to run it.
-
-    ``modes`` lists the modes it runs in (``None``: once, in whichever mode the factory
-    accepts); ``prerequisites`` the checks whose failure blocks it; ``cross_cutting``
-    marks checks that re-verify several clauses at once (the stateful and whole-state
-    differential checks), which any gather fault can fail; ``example`` replays one
-    scenario of a scenario-driven check.
-    """
+    """The code of one check and how to run it: in ``modes`` (``None``: any one the factory
+    accepts), blocked by failing ``prerequisites``; ``cross_cutting`` checks re-verify several
+    clauses at once; ``example`` runs one scenario of a scenario-driven check."""
 
     info: CheckInfo
     run: Callable[[CheckRun], None]
@@ -71,40 +64,6 @@ class CheckImpl:
         return self.info.id
 
 
-def _register(impl: CheckImpl) -> None:
-    if impl.id in _REGISTRY:
-        raise RuntimeError(f"check {impl.id!r} is registered twice")
-    _REGISTRY[impl.id] = impl
-
-
-def _info(
-    check_id: str,
-    level: Level,
-    statement: str,
-    targets: tuple[TargetKind, ...],
-    since: str,
-    fn: Callable[..., None],
-) -> CheckInfo:
-    """The check's record as its decorator states it; it must be the catalog's."""
-    info = CheckInfo(
-        id=check_id,
-        clause=check_id.split("-", 1)[0],
-        level=level,
-        area=fn.__module__.rsplit(".", 1)[-1],  # type: ignore[arg-type]  # checked below
-        statement=statement,
-        since=since,
-        targets=targets,
-    )
-    listed = CHECKS_BY_ID.get(check_id)
-    if listed != info:
-        raise RuntimeError(
-            f"check {check_id!r} in {fn.__module__} differs from the catalog's record "
-            f"({listed!r}); a check is defined in checks/<area>.py by a decorator whose "
-            "arguments are literals"
-        )
-    return info
-
-
 def check(
     check_id: str,
     level: Level,
@@ -116,58 +75,53 @@ def check(
     prerequisites: tuple[str, ...] = BASIC_PREREQUISITES,
     cross_cutting: bool = False,
     needs_cuda: bool = False,
-) -> Callable[[Callable[[CheckRun], None]], Callable[[CheckRun], None]]:
-    """Define the check ``check_id`` (its level and statement) as ``fn(run)``."""
+    strategy: _Strategy | None = None,
+    cases: _Cases = (),
+) -> Callable[[_F], _F]:
+    """Define the check ``check_id`` as ``fn(run)``; with a ``strategy``, as
+    ``fn(run, scenario)`` over the ``cases``, then random scenarios."""
 
-    def decorate(fn: Callable[[CheckRun], None]) -> Callable[[CheckRun], None]:
-        _register(
-            CheckImpl(
-                info=_info(check_id, level, statement, targets, since, fn),
-                run=fn,
-                modes=modes,
-                prerequisites=prerequisites,
-                cross_cutting=cross_cutting,
-                needs_cuda=needs_cuda,
+    def decorate(fn: _F) -> _F:
+        info = CheckInfo(
+            id=check_id,
+            clause=clause_of(check_id),
+            level=level,
+            area=fn.__module__.rsplit(".", 1)[-1],  # type: ignore[arg-type]  # checked below
+            statement=statement,
+            since=since,
+            targets=targets,
+        )
+        listed = CHECKS_BY_ID.get(check_id)
+        if listed != info:
+            raise RuntimeError(
+                f"check {check_id!r} in {fn.__module__} differs from the catalog's record "
+                f"({listed!r}); a check is defined in checks/<area>.py by a decorator whose "
+                "arguments are literals"
             )
+        if check_id in _REGISTRY:
+            raise RuntimeError(f"check {check_id!r} is registered twice")
+        run = fn if strategy is None else _over_scenarios(fn, strategy, cases)
+        example = None if strategy is None else fn
+        _REGISTRY[check_id] = CheckImpl(
+            info, run, modes, prerequisites, cross_cutting, needs_cuda, example
         )
         return fn
 
     return decorate
 
 
-def scenario_check(
-    check_id: str,
-    level: Level,
-    statement: str,
-    *,
-    targets: tuple[TargetKind, ...] = DEFAULT_TARGETS,
-    since: str = DEFAULT_SINCE,
-    strategy: Callable[[CheckRun], st.SearchStrategy[GatherScenario]],
-    cases: Callable[[CheckRun], Iterable[GatherScenario]] | Sequence[GatherScenario] = (),
-    modes: tuple[Mode | None, ...] = MODES,
-    prerequisites: tuple[str, ...] = BASIC_PREREQUISITES,
-    cross_cutting: bool = False,
-) -> Callable[[ExampleBody], ExampleBody]:
-    """Define the check ``check_id`` as ``body(run, scenario)`` over cases and random scenarios."""
+#: :func:`check` for a check run over scenarios (given a ``strategy``): ``body(run, scenario)``.
+scenario_check = check
 
-    def decorate(body: ExampleBody) -> ExampleBody:
-        def run(r: CheckRun) -> None:
-            fixed = cases(r) if callable(cases) else cases
-            r.for_each_scenario(strategy(r), fixed, lambda scenario: body(r, scenario))
 
-        _register(
-            CheckImpl(
-                info=_info(check_id, level, statement, targets, since, body),
-                run=run,
-                modes=modes,
-                prerequisites=prerequisites,
-                cross_cutting=cross_cutting,
-                example=body,
-            )
-        )
-        return body
+def _over_scenarios(
+    body: ExampleBody, strategy: _Strategy, cases: _Cases
+) -> Callable[[CheckRun], None]:
+    def run(r: CheckRun) -> None:
+        fixed = cases(r) if callable(cases) else cases
+        r.for_each_scenario(strategy(r), fixed, lambda scenario: body(r, scenario))
 
-    return decorate
+    return run
 
 
 def registered() -> Mapping[str, CheckImpl]:

@@ -1,12 +1,5 @@
-"""What a check function receives: the target's factory, the run's settings and helpers.
-
-A check builds fresh targets through :meth:`CheckRun.build` (one per example, so no
-example inherits another's state), drives them, and raises
-:class:`~rtmm_protocol.conformance.outcomes.CheckFailure` when a requirement is not
-met. Scenario-driven checks go through :meth:`CheckRun.for_each_scenario`, which runs
-the hand-placed cases, then random ones that Hypothesis shrinks to the smallest failing
-batch, and attaches that batch to the failure as ready-to-run Python.
-"""
+"""What a check function receives: the target's factory, the run's settings, and helpers
+to build a fresh target per example and to run hand-placed then random scenarios."""
 
 from __future__ import annotations
 
@@ -55,32 +48,21 @@ class Built:
         return self.parts.cache
 
 
+@dataclass(kw_only=True, eq=False)
 class CheckRun:
     """One check in one mode, against one target factory."""
 
-    def __init__(
-        self,
-        *,
-        check_id: str,
-        factory: Factory,
-        factory_spec: str,
-        settings: RunSettings,
-        mode: Mode | None,
-        kind: TargetKind,
-    ) -> None:
-        self.check_id = check_id
-        self.factory = factory
-        self.factory_spec = factory_spec
-        self.settings = settings
-        self.mode: Mode | None = mode
-        self.kind: TargetKind = kind
+    check_id: str
+    factory: Factory
+    factory_spec: str
+    settings: RunSettings
+    mode: Mode | None
+    kind: TargetKind
 
     @property
     def device(self) -> torch.device:
         """The device targets are built for."""
         return self.settings.device
-
-    # ------------------------------------------------------------------ building
 
     def build(
         self,
@@ -89,24 +71,14 @@ class CheckRun:
         hidden_size: int | None = None,
         model_class: type[ToyReplaceModel] | None = None,
     ) -> Built:
-        """A fresh context and a fresh target from the factory.
-
-        A factory that refuses the mode skips the check; one that raises otherwise or
-        returns an object of the wrong kind fails it.
-        """
+        """A fresh context and a fresh target from the factory. A factory that refuses the
+        mode skips the check; one that raises or returns the wrong kind fails it."""
         wanted = mode if mode is not None else self.mode
         modes: tuple[Mode, ...] = (wanted,) if wanted is not None else ("non-realtime", "realtime")
         refusals = []
         for candidate in modes:
             parts = build_context(
-                candidate,
-                hidden_size=self.settings.hidden_size if hidden_size is None else hidden_size,
-                max_num_tokens=self.settings.max_num_tokens,
-                max_num_reqs=self.settings.max_num_reqs,
-                dtype=self.settings.dtype,
-                device=self.settings.device,
-                seed=self.settings.seed,
-                model_class=model_class,
+                candidate, self.settings, hidden_size=hidden_size, model_class=model_class
             )
             try:
                 target = self.factory(parts.ctx)
@@ -125,7 +97,7 @@ class CheckRun:
                     "the factory returned neither a ModelState nor a gatherer",
                     expected="an object with dummy_inputs_embeds/get_mm_embeddings, or "
                     "gather_mm_embeddings",
-                    seen=f"{type(target).__name__}",
+                    seen=type(target).__name__,
                 )
             if kind != self.kind:
                 raise CheckFailure(
@@ -165,12 +137,8 @@ class CheckRun:
             return fn(*args, **kwargs)
         except Exception as error:
             raise CheckFailure(
-                f"{description} raised",
-                expected="a result",
-                seen=describe_error(error),
+                f"{description} raised", expected="a result", seen=describe_error(error)
             ) from error
-
-    # ------------------------------------------------------------------ examples
 
     def for_each_scenario(
         self,
@@ -180,10 +148,8 @@ class CheckRun:
         *,
         examples: int | None = None,
     ) -> None:
-        """Run ``body`` on each hand-placed case, then on random scenarios.
-
-        A failure carries the smallest scenario Hypothesis found, as Python that replays it.
-        """
+        """Run ``body`` on each hand-placed case, then on random scenarios; a failure carries
+        the smallest scenario Hypothesis found, as Python that replays it."""
         for case in cases:
             self._run_example(body, case)
         count = self.settings.examples if examples is None else examples
@@ -199,8 +165,7 @@ class CheckRun:
             report_multiple_bugs=False,
             verbosity=Verbosity.quiet,
             phases=(Phase.generate, Phase.shrink) if self.settings.shrink else (Phase.generate,),
-            # hypothesis leaves HealthCheckMeta.__iter__ unannotated, so pyright infers it
-            # yields the metaclass; it yields HealthCheck members.
+            # pyright takes the unannotated HealthCheckMeta.__iter__ to yield the metaclass.
             suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]
         )
         @seed(self.example_seed())

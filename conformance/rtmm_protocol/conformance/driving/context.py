@@ -1,10 +1,5 @@
-"""What a factory receives (:class:`ConformanceContext`) and how it refuses a mode.
-
-``FACTORY(ctx)`` builds the object under test around the context's model and encoder
-cache, which the suite controls and instruments. A factory that cannot handle a mode
-(a state written only for realtime models, say) raises :class:`ModeNotSupported` with
-a reason; the checks of that mode are then reported as skipped with that reason.
-"""
+"""What a factory receives (:class:`ConformanceContext`: a model and an encoder cache the
+suite controls and instruments) and how it refuses a mode (:class:`ModeNotSupported`)."""
 
 from __future__ import annotations
 
@@ -14,6 +9,7 @@ from typing import Literal
 
 import torch
 
+from rtmm_protocol.conformance.settings import RunSettings
 from rtmm_protocol.protocols import MultiModalModel, TextModel
 from rtmm_protocol.testing.instruments import (
     EncoderCallLog,
@@ -42,11 +38,8 @@ MODES: tuple[Mode, ...] = ("realtime", "non-realtime")
 
 
 class ModeNotSupported(Exception):  # noqa: N818  # a refusal, not an error
-    """Raised by a factory to refuse a mode; the checks of that mode are skipped.
-
-    ``reason`` is shown in the report, so say why: ``ModeNotSupported("this state is
-    written for realtime speech models only")``.
-    """
+    """Raised by a factory to refuse a mode; the checks of that mode are skipped, and the
+    report shows ``reason``: ``ModeNotSupported("written for realtime speech models only")``."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -55,13 +48,9 @@ class ModeNotSupported(Exception):  # noqa: N818  # a refusal, not an error
 
 @dataclass
 class ConformanceContext:
-    """Everything a factory needs to build the object under test.
-
-    ``model`` is a toy model the suite controls (realtime or not, see ``mode``);
-    ``encoder_cache`` is the cache the suite fills before each call and inspects after
-    it. Build the target around both, with the given sizes, dtype and device, and switch
-    on its input validation when ``validate`` is true.
-    """
+    """Everything a factory needs: build the target around ``model`` (a toy the suite
+    controls) and ``encoder_cache`` (which the suite fills and inspects), with the given
+    sizes, dtype and device, its input validation on when ``validate`` is true."""
 
     model: MultiModalModel | TextModel
     encoder_cache: InstrumentedEncoderCache
@@ -90,38 +79,31 @@ class ContextParts:
 
 def build_context(
     mode: Mode,
+    settings: RunSettings,
     *,
-    hidden_size: int,
-    max_num_tokens: int,
-    max_num_reqs: int,
-    dtype: torch.dtype,
-    device: torch.device,
-    seed: int,
+    hidden_size: int | None = None,
     model_class: type[ToyReplaceModel] | None = None,
 ) -> ContextParts:
-    """A fresh context: a new toy model of the mode's kind and an empty cache.
-
-    ``model_class`` replaces the non-realtime toy (used for models whose realtime marker
-    is malformed, which must count as non-realtime).
-    """
-    model: ToyTextModel
-    if mode == "realtime":
-        model = ToyRealtimeModel(hidden_size, dtype=dtype, device=device, seed=seed)
-    elif mode == "non-realtime":
-        cls = ToyReplaceModel if model_class is None else model_class
-        model = cls(hidden_size, dtype=dtype, device=device, seed=seed)
-    else:
-        model = ToyTextModel(hidden_size, dtype=dtype, device=device, seed=seed)
+    """A fresh context for ``settings``: a new toy model of the mode's kind and an empty
+    cache. ``model_class`` replaces the non-realtime toy (a malformed realtime marker)."""
+    hidden = settings.hidden_size if hidden_size is None else hidden_size
+    toys: dict[str, type[ToyTextModel]] = {
+        "realtime": ToyRealtimeModel,
+        "non-realtime": model_class or ToyReplaceModel,
+    }
+    model = toys.get(mode, ToyTextModel)(
+        hidden, dtype=settings.dtype, device=settings.device, seed=settings.seed
+    )
     encoder_log = attach_encoder_log(model)
     cache = InstrumentedEncoderCache()
     ctx = ConformanceContext(
         model=model,
         encoder_cache=cache,
-        hidden_size=hidden_size,
-        max_num_tokens=max_num_tokens,
-        max_num_reqs=max_num_reqs,
-        dtype=dtype,
-        device=device,
+        hidden_size=hidden,
+        max_num_tokens=settings.max_num_tokens,
+        max_num_reqs=settings.max_num_reqs,
+        dtype=settings.dtype,
+        device=settings.device,
         validate=True,
         mode=mode,
     )

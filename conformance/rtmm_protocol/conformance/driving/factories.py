@@ -1,12 +1,6 @@
-"""Finding the object under test: specs, factories, and which kind a target is.
-
-A target is whatever ``FACTORY(ctx)`` returns: a ``ModelState`` (every clause applies)
-or a runner-level ``MMEmbeddingGatherer`` (the gather, error and signature clauses). A
-spec is ``MODULE:FACTORY``, or ``ADAPTER:...`` for a target an installed adapter builds
-(``vllm:MODULE:CLASS``: a vLLM class, built as vLLM builds it, see
-:mod:`rtmm_protocol.adapters.vllm`), which also names the class the target derives from,
-so that the suite can tell the target's own failures from inherited ones.
-"""
+"""Finding the object under test: a spec (``MODULE:FACTORY``, or ``vllm:MODULE:CLASS`` for
+a target an installed adapter builds, with the class it derives from), its factory, and
+which kind its targets are (a ``ModelState`` or a runner-level ``MMEmbeddingGatherer``)."""
 
 from __future__ import annotations
 
@@ -20,36 +14,29 @@ from pathlib import Path
 from types import ModuleType
 
 # Imported for its side effect first: the comparison functions the verdicts use are
-# bound before a factory module (target code) is imported by load_factory.
+# bound before a factory module (target code) is imported by _load_factory.
 from rtmm_protocol.testing import comparisons  # noqa: F401  # isort: skip
 from rtmm_protocol.compat import adapt_legacy_gatherer
 from rtmm_protocol.conformance.catalog import TargetKind
 from rtmm_protocol.conformance.driving.context import ConformanceContext, Factory
 
 __all__ = [
-    "ADAPTERS",
     "CompatFactory",
     "FactorySpecError",
     "Target",
     "detect_kind",
     "factory_spec_of",
-    "load_factory",
     "load_target",
-    "parse_factory_spec",
 ]
 
 #: Spec prefix -> the module whose ``load_target(rest)`` builds such targets.
-ADAPTERS: Mapping[str, str] = {"vllm": "rtmm_protocol.adapters.vllm"}
+_ADAPTERS: Mapping[str, str] = {"vllm": "rtmm_protocol.adapters.vllm"}
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a spec names: the factory, the spec that rebuilds it, and what it derives from.
-
-    ``baseline`` builds the class the target derives from (an engine's own class), run on
-    the same draws to tell failures the target inherited from its own; ``baseline_label``
-    names it in reports; ``environment`` adds versions to the report (the engine's, say).
-    """
+    """What a spec names: the factory, the spec that rebuilds it, the ``baseline`` factory
+    of the class it derives from (named ``baseline_label``), and versions for the report."""
 
     factory: Factory
     spec: str
@@ -58,14 +45,12 @@ class Target:
     environment: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
 class CompatFactory:
-    """``factory``'s targets wrapped in the rename's compat adapter (a T2 migration run).
+    """``factory``'s targets wrapped in the rename's compat adapter (a T2 migration run);
+    a class, not a closure, so that a worker process can receive it."""
 
-    A class, not a closure, so that a worker process can receive it.
-    """
-
-    def __init__(self, factory: Factory) -> None:
-        self.factory = factory
+    factory: Factory
 
     def __call__(self, ctx: ConformanceContext) -> object:
         with warnings.catch_warnings():
@@ -76,12 +61,12 @@ class CompatFactory:
 def load_target(spec: str, search_dirs: Sequence[Path] = ()) -> Target:
     """The target a ``--conformance`` spec names (see the module docstring)."""
     prefix, _, rest = spec.partition(":")
-    if prefix in ADAPTERS and rest.count(":") == 1:
-        loaded = importlib.import_module(ADAPTERS[prefix]).load_target(rest)
+    if prefix in _ADAPTERS and rest.count(":") == 1:
+        loaded = importlib.import_module(_ADAPTERS[prefix]).load_target(rest)
         return Target(
             loaded.factory, spec, loaded.baseline, loaded.baseline_label, loaded.environment
         )
-    return Target(load_factory(spec, search_dirs), spec)
+    return Target(_load_factory(spec, search_dirs), spec)
 
 
 _SPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
@@ -91,8 +76,10 @@ class FactorySpecError(ValueError):
     """A ``MODULE:FACTORY`` spec that is malformed or does not lead to a callable."""
 
 
-def parse_factory_spec(spec: str) -> tuple[str, str]:
-    """Split ``MODULE:FACTORY`` into its two parts, or raise :class:`FactorySpecError`."""
+def _load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
+    """Import the factory a ``MODULE:FACTORY`` spec names; a module not importable as is is
+    looked for in ``search_dirs`` (the ``pytest`` script does not put the invocation directory
+    on the path)."""
     if not _SPEC.match(spec):
         hint = ""
         if "/" in spec or "\\" in spec or spec.endswith(".py") or spec in {".", ".."}:
@@ -106,18 +93,7 @@ def parse_factory_spec(spec: str) -> tuple[str, str]:
             f"--conformance expects MODULE:FACTORY (for example acme.factory:make_state) "
             f"or no value for the bundled reference, got {spec!r}.{hint}"
         )
-    module, _, attr = spec.partition(":")
-    return module, attr
-
-
-def load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
-    """Import the factory a spec names.
-
-    The ``pytest`` console script does not put the invocation directory on
-    ``sys.path``; when the module is not importable as is, the directories in
-    ``search_dirs`` (the invocation directory, usually) are tried.
-    """
-    module_name, attr = parse_factory_spec(spec)
+    module_name, _, attr = spec.partition(":")
     module = _import_module(module_name, search_dirs)
     target: object = module
     for part in attr.split("."):
@@ -134,8 +110,7 @@ def load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
 
 
 def _missing(error: ModuleNotFoundError, name: str) -> bool:
-    """Whether ``error`` says ``name`` itself (or a package above it) is missing, rather
-    than one of the module's own imports."""
+    """Whether ``name`` itself (or a package above it) is missing, not one of its imports."""
     return error.name is not None and (name == error.name or name.startswith(error.name + "."))
 
 
@@ -169,12 +144,8 @@ def _import_module(name: str, search_dirs: Sequence[Path]) -> ModuleType:
 
 
 def _shadowing(name: str) -> str:
-    """``: ...`` naming the folder that stands in for a package on ``name``'s path, if any.
-
-    A folder without ``__init__.py`` that has a package's name (a same-named folder in
-    the current directory, a checkout's top folder) is imported as an empty namespace
-    package when it comes first on ``sys.path``, and then hides the real package.
-    """
+    """``: ...`` naming a folder without ``__init__.py`` that, first on ``sys.path``, was
+    imported as an empty namespace package in place of a package on ``name``'s path."""
     parts = name.split(".")
     for depth in range(1, len(parts) + 1):
         module = sys.modules.get(".".join(parts[:depth]))

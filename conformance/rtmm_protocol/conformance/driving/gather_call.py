@@ -1,10 +1,5 @@
-"""One gather call on the target, recorded next to what the oracle expects of it.
-
-:func:`call_gather` fills the target's cache with a scenario, asks the oracle, calls
-the target at its own level (a ModelState gets an ``InputBatch``, a gatherer the
-arrays) and keeps everything a check may want to look at: the result or the error,
-the cache keys the target read, and the arrays it was given.
-"""
+"""One gather call on the target, recorded next to what the oracle expects of it: the
+result or the error, the cache keys the target read and the arrays it was given."""
 
 from __future__ import annotations
 
@@ -79,11 +74,8 @@ class GatherCall:
         return self.error is not None
 
     def unpack(self) -> Gathered:
-        """The result as pieces and mask, or a :class:`CheckFailure` saying what is wrong.
-
-        The mask is compared by value here (moved to the CPU, cut to the scheduled
-        slots); its type and shape are the business of the G4 check alone.
-        """
+        """The result as pieces and mask (moved to the CPU, cut to the scheduled slots: its
+        type and shape are G4's business), or a :class:`CheckFailure` saying what is wrong."""
         if self.error is not None:
             raise CheckFailure(
                 "the target raised where a result was expected",
@@ -132,11 +124,8 @@ class GatherCall:
         return self.oracle.rows_tensor(self.outputs, self.scenario.hidden_size).to(torch.float32)
 
     def source_of(self, row: torch.Tensor) -> tuple[str, int] | None:
-        """The ``(identifier, row)`` of the cached output a gathered row was taken from.
-
-        Every row of a scenario is distinct (see ``distinct_output``), so the value
-        tells; ``None`` for a row that matches no cached row.
-        """
+        """The ``(identifier, row)`` of the cached output a gathered row was taken from (every
+        row of a scenario is distinct), or ``None``."""
         for identifier, output in self.outputs.items():
             matches = (output.detach().to("cpu", torch.float32) == row).all(dim=1)
             hits = comparisons.nonzero(matches)
@@ -182,26 +171,21 @@ def call_gather(
     lookahead: int | None = None,
     arrays: Mapping[str, IntArray] | None = None,
 ) -> GatherCall:
-    """Call the target's gather on a loaded scenario and record what happened.
-
-    ``arrays`` replaces the scenario's batch arrays (for malformed-input checks); the
-    oracle is then not meaningful and is computed from the scenario's own arrays.
-    """
+    """Call the target's gather on a loaded scenario and record what happened. ``arrays``
+    replaces the batch arrays (malformed-input checks); the oracle still uses the scenario's."""
     look = scenario.draft_lookahead if lookahead is None else lookahead
     own = scenario.arrays()
     with cache.paused():
         outputs = dict(dict.items(cache.encoder_outputs))
         features = {k: list(v) for k, v in dict.items(cache.mm_features)}
+    realtime = supports_realtime(model)
     oracle = oracle_gather(
         features,
         outputs,
-        is_realtime=supports_realtime(model),
+        is_realtime=realtime,
         req_ids=scenario.req_ids,
-        num_scheduled_tokens=own["num_scheduled_tokens"],
-        query_start_loc=own["query_start_loc"],
-        prefill_lens=own["prefill_lens"],
-        num_computed_tokens=own["num_computed_tokens"],
         draft_lookahead=look,
+        **own,
     )
     given = dict(own if arrays is None else arrays)
     call = GatherCall(

@@ -1,15 +1,11 @@
 """A real engine step for the real-path checks: features with encoder inputs, some outputs
-already cached, the rest scheduled for encoding.
-
-Outputs are computed by the context's own toy model, so a state that encodes an item
-and one that finds it cached see the same rows, and the merged embeddings can be
-recomputed eagerly for comparison.
-"""
+cached (by the context's own toy model, so they equal encoded ones), the rest scheduled."""
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -40,24 +36,20 @@ class RealStep:
     #: identifiers of outputs cached before the step.
     precached: set[str] = field(default_factory=set)
 
+    def _call(self) -> object:
+        target: Any = self.built.target  # a ModelState
+        return target.get_mm_embeddings(self.scheduled, self.batch, request_states_for(self.batch))
+
     def attempt(self) -> tuple[object, BaseException | None]:
         """Run the real path once; return its result, or the exception it raised."""
         try:
-            target = self.built.target
-            states = request_states_for(self.batch)
-            return target.get_mm_embeddings(self.scheduled, self.batch, states), None  # type: ignore[attr-defined]
+            return self._call(), None
         except Exception as error:
             return None, error
 
     def get_mm_embeddings(self, run: CheckRun) -> torch.Tensor:
         """Run the real path once; fail if it raises or returns no tensor."""
-        result = run.call(
-            "get_mm_embeddings",
-            self.built.target.get_mm_embeddings,  # type: ignore[attr-defined]  # a ModelState
-            self.scheduled,
-            self.batch,
-            request_states_for(self.batch),
-        )
+        result = run.call("get_mm_embeddings", self._call)
         if not isinstance(result, torch.Tensor):
             raise CheckFailure(
                 "get_mm_embeddings did not return a tensor for a multimodal model",
@@ -73,12 +65,9 @@ def _input_seed(seed: int, identifier: str) -> int:
 
 
 def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool = True) -> RealStep:
-    """Build a target and load ``scenario`` with encoder inputs.
-
-    Features marked cached get their output computed now (and, with ``no_data``, every
-    other one of them loses its ``data``: precomputed outputs); every feature of a
-    batch request is scheduled, so no needed output can be missing.
-    """
+    """Build a target and load ``scenario`` with encoder inputs. Cached features get their
+    output now (with ``no_data``, every other one loses its ``data``); every feature of a
+    batch request is scheduled, so no needed output can be missing."""
     built = run.build(hidden_size=scenario.hidden_size)
     model = built.parts.model
     if not isinstance(model, (ToyReplaceModel, ToyRealtimeModel)):

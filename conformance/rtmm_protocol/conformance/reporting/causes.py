@@ -1,12 +1,6 @@
-"""Grouping failures by cause, so one fault that breaks ten checks is reported once.
-
-Two failures share a cause when the target raised the same exception type at the same
-place in its own code (the innermost frame outside the suite, torch, numpy and the
-standard library), when both shrank to the same smallest case in the same mode, or
-when they are one check failing the same way in two modes.
-Each failure gets its *keys* when it is judged (:func:`cause_of_failure`,
-:func:`cause_of_frames`); :func:`group_causes` joins failures that share any key.
-"""
+"""Grouping failures by cause, so one fault that breaks ten checks is reported once: the
+same exception type at the same place in the target's own code, the same smallest case in
+the same mode, or one check failing the same way in two modes."""
 
 from __future__ import annotations
 
@@ -83,33 +77,29 @@ class Cause:
 
 @lru_cache(maxsize=1)
 def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    import _pytest
     import hypothesis
     import numpy
     import pluggy
+    import pytest
     import torch
 
     # The suite and its testing helpers (toy models, instrumented cache) are never "target".
-    suite_dirs = {
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        os.path.dirname(os.path.abspath(rtmm_protocol.testing.__file__)),
-    }
-    suite_dirs |= {os.path.realpath(d) for d in suite_dirs}
-    libraries = {
-        os.path.dirname(module.__file__ or "") for module in (torch, numpy, hypothesis, pluggy)
-    }
-    try:
-        import _pytest
+    suite = [
+        os.path.dirname(os.path.dirname(__file__)),
+        os.path.dirname(rtmm_protocol.testing.__file__),
+    ]
+    modules = (torch, numpy, hypothesis, pluggy, _pytest, pytest)
+    libraries = [os.path.dirname(m.__file__ or "") for m in modules]
+    libraries += [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")]
+    return _prefixes(suite), _prefixes(libraries)
 
-        libraries.add(os.path.dirname(_pytest.__file__ or ""))
-        import pytest
 
-        libraries.add(os.path.dirname(pytest.__file__ or ""))
-    except ImportError:  # pragma: no cover - the suite always has pytest
-        pass
-    for key in ("stdlib", "platstdlib"):
-        libraries.add(sysconfig.get_paths()[key])
-    libraries |= {os.path.realpath(p) for p in libraries}
-    return tuple(d + os.sep for d in suite_dirs), tuple(d + os.sep for d in libraries if d)
+def _prefixes(folders: list[str]) -> tuple[str, ...]:
+    """Each folder, as given and with links resolved, as the prefix of the paths inside it."""
+    return tuple(
+        {p + os.sep for f in folders if f for p in (os.path.abspath(f), os.path.realpath(f))}
+    )
 
 
 def frame_kind(filename: str) -> Literal["suite", "library", "target"]:
@@ -131,18 +121,13 @@ def _innermost_target(frames: Sequence[Frame]) -> Frame | None:
 
 
 def target_entry(frames: Sequence[Frame]) -> tuple[Frame | None, Frame | None]:
-    """Where the suite called into the target, and the suite frame that made the call.
-
-    ``frames`` is a stack, outermost first; frames above the suite's first one (the
-    test runner, a user's test calling the API) are not the target's.
-    """
+    """Where the suite called into the target, and the suite frame that made the call; in a
+    stack (outermost first), frames above the suite's first one are not the target's."""
     kinds = [frame_kind(f[0]) for f in frames]
     if "suite" not in kinds:
         return None, None
-    caller: Frame | None = None
-    for frame, kind in zip(
-        frames[kinds.index("suite") :], kinds[kinds.index("suite") :], strict=False
-    ):
+    start, caller = kinds.index("suite"), None
+    for frame, kind in zip(frames[start:], kinds[start:], strict=False):
         if kind == "suite":
             caller = frame
         elif kind == "target":
@@ -204,17 +189,13 @@ def cause_of_failure(
             key, title = _location_key(type(error).__name__, place)
             keys.append(key)
     if not keys and isinstance(failure, CheckFailure):
-        texts = [failure.seen or "", failure.render()]
-        for text in texts:
-            match = next(
-                (m for m in (_DESCRIBED.search(line) for line in text.splitlines()) if m), None
-            )
-            if match is not None:
-                place = (match["file"], int(match["line"]), "?")
-                key, title = _location_key(match["type"], place)
-                title = title.removesuffix(" (in ?)")
-                keys.append(key)
-                break
+        # Else the place a described error names: in what was seen, else anywhere.
+        lines = [*(failure.seen or "").splitlines(), *failure.render().splitlines()]
+        match = next((m for m in map(_DESCRIBED.search, lines) if m), None)
+        if match is not None:
+            key, title = _location_key(match["type"], (match["file"], int(match["line"]), "?"))
+            keys.append(key)
+            title = title.removesuffix(" (in ?)")
     if isinstance(failure, CheckFailure):
         if failure.repro:
             keys.append(_case_key(failure.repro, mode))
@@ -239,31 +220,18 @@ def cause_of_frames(kind: str, frames: Sequence[Frame], fallback: str) -> CauseK
 def group_causes(results: Iterable[CheckResult]) -> list[Cause]:
     """Failing results joined by shared cause keys, numbered in the order given."""
     failing = [r for r in results if r.outcome in FAILING_OUTCOMES]
-    parent = list(range(len(failing)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[str, int] = {}
-    for index, result in enumerate(failing):
-        keys = result.cause_key.split("|") if result.cause_key else []
-        for key in keys or [f"what:{result.check_id}:{result.reason}"]:
-            if key in owner:
-                a, b = find(owner[key]), find(index)
-                parent[max(a, b)] = min(a, b)
-            else:
-                owner[key] = index
-    groups: dict[int, list[CheckResult]] = {}
-    for index, result in enumerate(failing):
-        groups.setdefault(find(index), []).append(result)
+    groups: list[tuple[set[str], list[int]]] = []  # the keys of a group, and its members
+    for index, r in enumerate(failing):
+        keys = set(r.cause_key.split("|")) if r.cause_key else {f"what:{r.check_id}:{r.reason}"}
+        joined = [g for g in groups if g[0] & keys]
+        groups = [g for g in groups if not g[0] & keys]
+        members = sorted([index, *(i for g in joined for i in g[1])])
+        groups.append((keys.union(*(g[0] for g in joined)), members))
     causes = []
-    for number, (_, members) in enumerate(sorted(groups.items()), start=1):
-        first = members[0]
-        title = next((m.cause_title for m in members if m.cause_title), first.reason)
-        causes.append(Cause(str(number), title, tuple(members), key_digest(first.cause_key)))
+    for number, (_, members) in enumerate(sorted(groups, key=lambda g: g[1][0]), start=1):
+        group = tuple(failing[i] for i in members)
+        title = next((r.cause_title for r in group if r.cause_title), group[0].reason)
+        causes.append(Cause(str(number), title, group, key_digest(group[0].cause_key)))
     return causes
 
 

@@ -1,11 +1,5 @@
-"""``python -m rtmm_protocol matrix``: several JSON reports side by side, as one table.
-
-Rows are checks, columns are implementations; each cell is the check's outcome for
-that implementation, with the number of its cause when it fails (``FAIL (2)``); under
-the table each implementation's causes are listed once. Projects publish the Markdown
-or HTML file to show where they stand next to each other. A column is labelled with
-the report's target unless given as ``LABEL=report.json``.
-"""
+"""``python -m rtmm_protocol matrix``: JSON reports side by side, a row per check and a
+column per ``[LABEL=]report.json``; a failing cell names its cause, listed under the table."""
 
 from __future__ import annotations
 
@@ -31,16 +25,8 @@ _SYMBOLS = {
     "xfailed": "xfail",
     "not run": "not run",
 }
-_NOT_RUN = "-"
-_STANDARD_ENVIRONMENT = {
-    "rtmm_protocol",
-    "protocol",
-    "torch",
-    "cuda",
-    "python",
-    "platform",
-    "device",
-}
+#: The environment keys of every report; an engine's own (an adapter's ``vllm``) are extra.
+_STANDARD_ENV = {"rtmm_protocol", "protocol", "torch", "cuda", "python", "platform", "device"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +44,7 @@ class Column:
 
     def cell(self, check_id: str) -> str:
         """The check's outcome in this column, with its cause number when it fails."""
-        text = _SYMBOLS.get(self.outcomes.get(check_id, ""), _NOT_RUN)
+        text = _SYMBOLS.get(self.outcomes.get(check_id, ""), "-")
         cause = self.cause_of.get(check_id)
         return f"{text} ({cause})" if cause else text
 
@@ -68,9 +54,8 @@ def load_column(argument: str) -> Column:
     label, sep, path = argument.partition("=")
     if not sep:
         label, path = "", argument
-    file = Path(path)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
         raise ValueError(f"cannot read report {path!r}: {error.strerror}") from None
     except json.JSONDecodeError as error:
@@ -80,26 +65,22 @@ def load_column(argument: str) -> Column:
             f"{path!r} is not a conformance report (schema {REPORT_SCHEMA!r}); write one with "
             "pytest --conformance-report=PATH"
         )
-    outcomes = {
-        str(entry["id"]): str(entry.get("outcome", ""))
-        for entry in data.get("checks", [])
-        if isinstance(entry, dict) and "id" in entry
-    }
-    summary = data.get("summary", {})
+    outcomes, cause_of = {}, {}
+    for entry in data.get("checks", []):
+        if not (isinstance(entry, dict) and "id" in entry):
+            continue
+        outcomes[str(entry["id"])] = str(entry.get("outcome", ""))
+        cause = entry.get("cause")
+        if isinstance(cause, dict) and "id" in cause:
+            inherited = entry.get("origin") == "inherited" and data.get("baseline")
+            cause_of[str(entry["id"])] = str(cause["id"]) + (", inherited" if inherited else "")
     env = data.get("environment", {})
-    # The engine's own versions (an adapter's ``vllm``, say) come after the package's.
-    engines = [f"{k} {v}" for k, v in env.items() if k not in _STANDARD_ENVIRONMENT]
+    engines = [f"{k} {v}" for k, v in env.items() if k not in _STANDARD_ENV]
     versions = ", ".join(
         [f"rtmm-protocol {env.get('rtmm_protocol', '?')}", f"torch {env.get('torch', '?')}",
          *engines, str(env.get("device", "?"))]
     )  # fmt: skip
-    line = str(summary.get("line", "")).removeprefix("conformance: ")
-    cause_of = {}
-    for entry in data.get("checks", []):
-        cause = entry.get("cause") if isinstance(entry, dict) else None
-        if isinstance(cause, dict) and "id" in cause:
-            inherited = entry.get("origin") == "inherited" and data.get("baseline")
-            cause_of[str(entry["id"])] = str(cause["id"]) + (", inherited" if inherited else "")
+    line = str(data.get("summary", {}).get("line", "")).removeprefix("conformance: ")
     causes = [
         (str(c.get("id", "?")), str(c.get("title", "")), len(c.get("checks", [])))
         for c in data.get("causes", [])
@@ -125,19 +106,14 @@ def _rows(columns: Sequence[Column]) -> list[tuple[str, str, str, list[str]]]:
 def render_markdown(columns: Sequence[Column]) -> str:
     """The matrix as a Markdown table, with a summary row and a versions row."""
     head = ["clause", "level", "check", *(c.label for c in columns)]
-    lines = [
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
-    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for clause, level, check_id, cells in _rows(columns):
         lines.append(f"| {clause} | {level} | `{check_id}` | " + " | ".join(cells) + " |")
     lines.append("| | | **summary** | " + " | ".join(c.summary for c in columns) + " |")
     lines.append("| | | versions | " + " | ".join(c.versions for c in columns) + " |")
     for column in columns:
         if column.causes:
-            lines.append("")
-            lines.append(f"Causes of the failures of {column.label}:")
-            lines.append("")
+            lines += ["", f"Causes of the failures of {column.label}:", ""]
             lines.extend(
                 f"{number}. {title} ({checks} check{'s' if checks != 1 else ''})"
                 for number, title, checks in column.causes

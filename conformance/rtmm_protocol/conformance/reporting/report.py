@@ -1,12 +1,5 @@
-"""The conformance report: per-check outcomes, the table, the causes, the JSON file.
-
-Results arrive per check and mode; the report folds the modes of a check into one row
-(the worst outcome wins, so a check that fails in one mode fails) and counts checks,
-not modes. Failures are grouped by cause (:mod:`.causes`), so a fault that breaks ten
-checks is listed once. A run that did not bring every selected check to a verdict
-says so: its results include ``not run`` entries, and it is never ``ok``. The JSON
-layout is described by a JSON Schema shipped with the package (:mod:`.report_schema`).
-"""
+"""The conformance report: a row per check (its worst mode), the causes, the table and the
+JSON file; a run that did not bring every selected check to a verdict is never ``ok``."""
 
 from __future__ import annotations
 
@@ -28,7 +21,6 @@ __all__ = [
     "CheckSummary",
     "ConformanceReport",
     "aggregate",
-    "clause_order",
     "rerun_command",
 ]
 
@@ -47,16 +39,6 @@ _PRECEDENCE = (
     Outcome.PASSED,
     Outcome.SKIPPED,
 )
-
-_LINE_WIDTH = 100
-
-
-def clause_order(clause: str) -> tuple[int, int]:
-    """Sort key of a clause in reports: the typing clauses first (every other check
-    needs them), then the specification's order as the catalog lists it."""
-    order = list(CLAUSES)
-    index = order.index(clause) if clause in order else len(order)
-    return (0 if clause.startswith("T") else 1, index)
 
 
 def rerun_command(target: str, seed: object, device: str, label: str) -> str:
@@ -80,8 +62,7 @@ class CheckSummary:
 
     @property
     def origin(self) -> str | None:
-        """``own`` if a failing mode is the target's own, ``inherited`` if all are
-        inherited, ``None`` when the check does not fail."""
+        """``own`` if a failing mode is the target's own, ``inherited`` if all are, or ``None``."""
         origins = {r.origin or "own" for r in self.modes if r.outcome in FAILING_OUTCOMES}
         return None if not origins else "own" if "own" in origins else "inherited"
 
@@ -134,23 +115,21 @@ class ConformanceReport:
         by_check: dict[str, list[CheckResult]] = {}
         for result in self.results:
             by_check.setdefault(result.check_id, []).append(result)
-        order = {"realtime": 0, "non-realtime": 1, "text-only": 2, None: 3}
+        # The typing clauses first (every other check needs them), then the spec's order.
+        clauses = list(CLAUSES)
         ordered = sorted(
             (c for c in CHECKS if c.id in by_check),
-            key=lambda c: clause_order(c.clause),  # stable: catalog order within a clause
+            key=lambda c: (not c.clause.startswith("T"), clauses.index(c.clause)),
         )
+        modes = {"realtime": 0, "non-realtime": 1, "text-only": 2, None: 3}
         return [
-            aggregate(c, sorted(by_check[c.id], key=lambda r: order.get(r.mode, 4)))
+            aggregate(c, sorted(by_check[c.id], key=lambda r: modes.get(r.mode, 4)))
             for c in ordered
         ]
 
     def causes(self) -> list[Cause]:
         """The failures (MUST, SHOULD and expected ones) grouped by cause, in row order."""
         return group_causes(r for row in self.checks() for r in row.modes)
-
-    def cause_of(self, result: CheckResult) -> Cause | None:
-        """The cause a failing result belongs to."""
-        return next((c for c in self.causes() if result in c.results), None)
 
     @property
     def complete(self) -> bool:
@@ -172,22 +151,15 @@ class ConformanceReport:
     def ok(self) -> bool:
         """Every selected check ran; no MUST failure, no blocked check; in strict mode no
         SHOULD failure or stale entry."""
-        if not self.complete:
-            return False
         counts = self.counts()
-        if counts["failed_must"] or counts["failed_should"] or counts["blocked"]:
-            return False
-        return not (
-            self.strict and (self.stale_expected_failures or self.unknown_expected_failures)
-        )
+        stale = self.stale_expected_failures or self.unknown_expected_failures
+        failed = counts["failed_must"] or counts["failed_should"] or counts["blocked"]
+        return self.complete and not (failed or (self.strict and stale))
 
     def summary_line(self) -> str:
         """``conformance: 41 passed, 0 failed (MUST), 1 warning (SHOULD)`` and the rest."""
         counts = self.counts()
-        parts = [
-            f"{counts['passed']} passed",
-            f"{counts['failed_must']} failed (MUST)",
-        ]
+        parts = [f"{counts['passed']} passed", f"{counts['failed_must']} failed (MUST)"]
         if self.strict:
             parts.append(f"{counts['failed_should']} failed (SHOULD, strict)")
         else:
@@ -202,9 +174,7 @@ class ConformanceReport:
                 parts.append(f"{counts[key]} {label}")
         stale = len(self.stale_expected_failures) + len(self.unknown_expected_failures)
         if stale:
-            parts.append(
-                _plural(stale, "stale expected-failure entry").replace("entrys", "entries")
-            )
+            parts.append(f"{stale} stale expected-failure {'entry' if stale == 1 else 'entries'}")
         line = "conformance: " + ", ".join(parts)
         if self.baseline:
             failed = counts["failed_must"] + counts["failed_should"]
@@ -217,11 +187,6 @@ class ConformanceReport:
                 "the run was interrupted" if self.interrupted else "not every check ran"
             )
         return line
-
-    def _failing_rows(self) -> list[CheckSummary]:
-        return [
-            row for row in self.checks() if any(r.outcome in FAILING_OUTCOMES for r in row.modes)
-        ]
 
     def item_line(self) -> str:
         """How pytest's item count (one per check and mode) relates to the table's rows."""
@@ -241,7 +206,7 @@ class ConformanceReport:
         causes = self.causes()
         if not causes:
             return ""
-        failing = self._failing_rows()
+        failing = [r for r in self.checks() if any(m.outcome in FAILING_OUTCOMES for m in r.modes)]
         lines = [f"{_plural(len(failing), 'failed check')}, {_plural(len(causes), 'cause')}:"]
         for cause in causes:
             levels = Counter(r.outcome.value for r in cause.results)
@@ -252,7 +217,7 @@ class ConformanceReport:
                 textwrap.wrap(
                     f"{_plural(len(cause.checks), 'check')} ({kinds} in all modes): "
                     + ", ".join(cause.checks),
-                    width=_LINE_WIDTH,
+                    width=100,
                     initial_indent="    ",
                     subsequent_indent="      ",
                     break_on_hyphens=False,
@@ -264,23 +229,20 @@ class ConformanceReport:
 
     def rerun_command(self, result: CheckResult) -> str:
         """The command that reruns one check in one mode (its failure shows the replay)."""
-        device = str(self.settings.get("device", "cpu"))
-        return rerun_command(self.target, self.settings.get("seed"), device, result.label)
+        device, seed = str(self.settings.get("device", "cpu")), self.settings.get("seed")
+        return rerun_command(self.target, seed, device, result.label)
 
     def should_details(self) -> str:
         """The full details of every SHOULD failure reported as a warning."""
-        blocks = []
-        for row in self.checks():
-            for result in row.modes:
-                if result.outcome is Outcome.WARNING:
-                    blocks.append(
-                        f"--- {result.label} (SHOULD, warning)\n{result.details or result.reason}"
-                    )
-        return "\n".join(blocks)
+        return "\n".join(
+            f"--- {r.label} (SHOULD, warning)\n{r.details or r.reason}"
+            for row in self.checks()
+            for r in row.modes
+            if r.outcome is Outcome.WARNING
+        )
 
     def table(self) -> str:
-        """The per-check table: clause, level, check, outcome, and the whole reason (never
-        cut: a long one runs on, and the terminal wraps it)."""
+        """The per-check table: clause, level, check, outcome, and the whole reason (never cut)."""
         rows = [("clause", "level", "check", "outcome", "reason")]
         causes = self.causes()
         for row in self.checks():
@@ -305,35 +267,21 @@ class ConformanceReport:
             *(f"stale expected failure: {s}" for s in self.stale_expected_failures),
             *(f"expected failure matching no check: {s}" for s in self.unknown_expected_failures),
             *self.notes,
-            *([self.compat_note()] if self.compat_note() else []),
         ]
+        if via := [row.info.id for row in self.checks() if row.via_compat]:
+            extra.append(
+                "via compat: the target still names computed_prefill_lens (T2), so these checks "
+                f"ran through rtmm_protocol.compat's adapter: {', '.join(via)}"
+            )
         return "\n".join([*lines, *extra])
-
-    def compat_note(self) -> str:
-        """Which checks ran through the rename's compat adapter, in words ("" if none)."""
-        via = [row.info.id for row in self.checks() if row.via_compat]
-        if not via:
-            return ""
-        return (
-            "via compat: the target still names computed_prefill_lens (T2), so these checks "
-            f"ran through rtmm_protocol.compat's adapter: {', '.join(via)}"
-        )
 
     def to_json(self) -> dict[str, object]:
         """The report as JSON-ready data (see :data:`REPORT_SCHEMA`)."""
-        counts = self.counts()
-        causes = self.causes()
-        cause_by_result = {id(r): c for c in causes for r in c.results}
-
-        def cause_ref(result: CheckResult) -> dict[str, str] | None:
-            cause = cause_by_result.get(id(result))
-            if cause is None:
-                return None
-            return {"id": cause.id, "key": cause.key, "title": cause.title}
-
-        def row_cause(row: CheckSummary) -> dict[str, str] | None:
-            return next((ref for r in row.modes if (ref := cause_ref(r)) is not None), None)
-
+        counts, causes, rows = self.counts(), self.causes(), self.checks()
+        # A failing result's cause, by the result's identity (equal results may differ).
+        refs = {
+            id(r): {"id": c.id, "key": c.key, "title": c.title} for c in causes for r in c.results
+        }
         return {
             "schema": REPORT_SCHEMA,
             "target": self.target,
@@ -346,19 +294,14 @@ class ConformanceReport:
                 "complete": self.complete,
                 "interrupted": self.interrupted,
                 "line": self.summary_line(),
-                "passed": counts["passed"],
-                "failed_must": counts["failed_must"],
-                "failed_should": counts["failed_should"],
-                "failed_own": counts["failed_own"],
+                **{k: counts[k] for k in ("passed", "failed_must", "failed_should", "failed_own")},
                 "warnings": counts["warning"],
-                "blocked": counts["blocked"],
-                "skipped": counts["skipped"],
-                "xfailed": counts["xfailed"],
+                **{k: counts[k] for k in ("blocked", "skipped", "xfailed")},
                 "not_run": counts["not run"],
                 "not_run_items": sum(1 for r in self.results if r.outcome is Outcome.NOT_RUN),
                 "items": len(self.results),
                 "causes": len(causes),
-                "via_compat": [row.info.id for row in self.checks() if row.via_compat],
+                "via_compat": [row.info.id for row in rows if row.via_compat],
             },
             "causes": [
                 {
@@ -375,15 +318,11 @@ class ConformanceReport:
             "clauses": dict(CLAUSES),
             "checks": [
                 {
-                    "id": row.info.id,
-                    "clause": row.info.clause,
-                    "level": row.info.level,
-                    "area": row.info.area,
-                    "statement": row.info.statement,
-                    "since": row.info.since,
+                    # id, clause, level, area, statement, since
+                    **{k: v for k, v in vars(row.info).items() if k not in ("targets", "line")},
                     "outcome": row.outcome.value,
                     "reason": row.reason,
-                    "cause": row_cause(row),
+                    "cause": next((refs[id(r)] for r in row.modes if id(r) in refs), None),
                     "origin": row.origin,
                     "via_compat": row.via_compat,
                     "modes": {
@@ -392,7 +331,7 @@ class ConformanceReport:
                             "reason": r.reason,
                             "details": r.details,
                             "duration_s": round(r.duration_s, 4),
-                            "cause": cause_ref(r),
+                            "cause": refs.get(id(r)),
                             "origin": (r.origin or "own")
                             if r.outcome in FAILING_OUTCOMES
                             else None,
@@ -400,7 +339,7 @@ class ConformanceReport:
                         for r in row.modes
                     },
                 }
-                for row in self.checks()
+                for row in rows
             ],
             "expected_failures": {
                 "stale": self.stale_expected_failures,

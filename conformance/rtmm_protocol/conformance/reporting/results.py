@@ -1,6 +1,5 @@
-"""How a check ends: the exceptions a check raises, and :class:`CheckResult`, the one record
-of its verdict that travels from where it ran (a worker process, an xdist worker) to the
-report, serialised once as JSON."""
+"""How a check ends: the exceptions a check raises, and :class:`CheckResult`, the record of
+its verdict that travels as JSON from where it ran to the report."""
 
 from __future__ import annotations
 
@@ -39,11 +38,8 @@ FAILING_OUTCOMES = frozenset({Outcome.FAILED, Outcome.WARNING, Outcome.XFAILED})
 
 
 class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
-    """A target did not meet a requirement.
-
-    ``what`` is the one-line reason; ``expected`` and ``seen`` say it in detail; ``repro``
-    is ready-to-run Python for the smallest case that shows it (added by the runner).
-    """
+    """A target did not meet a requirement: ``what`` in one line, ``expected`` and ``seen``
+    in detail, and ``repro``, ready-to-run Python for the smallest case that shows it."""
 
     def __init__(
         self,
@@ -100,14 +96,9 @@ class CheckSkipped(Exception):  # noqa: N818  # a verdict, not an error
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check in one mode: its outcome, a one-line reason and the full details.
-
-    A failure also carries what groups it with others (``cause_key``: the error's type
-    and place in the target, or the smallest failing case; ``cause_title``: that in
-    words), the Python that replays it (``replay``), and ``origin``: ``"inherited"`` when
-    the class the target derives from fails the same way on the same draws, else
-    ``"own"``. ``via_compat`` marks a check run through the rename's compat adapter.
-    """
+    """One check in one mode: its outcome, reason and details; a failure also carries its
+    cause, its replay and its ``origin`` (``"inherited"`` when the class the target derives
+    from fails the same way, else ``"own"``)."""
 
     check_id: str
     mode: str | None

@@ -1,10 +1,6 @@
-"""The JSON Schema of the conformance report, shipped with the package.
-
-Tools that read ``pytest --conformance-report=PATH`` files (dashboards, the compliance
-matrix, a CI gate) can validate them against :func:`report_schema`, a JSON Schema
-(draft 2020-12) for the layout named by
-:data:`~rtmm_protocol.conformance.report.REPORT_SCHEMA`.
-"""
+"""The JSON Schema (draft 2020-12) of the conformance report, shipped with the package, for
+tools that read ``pytest --conformance-report=PATH`` files (the layout
+:data:`~.report.REPORT_SCHEMA` names)."""
 
 from __future__ import annotations
 
@@ -33,9 +29,7 @@ def report_schema() -> dict[str, Any]:
 
 def validate_report(data: object) -> None:
     """Check parsed report JSON against the schema; ``ValueError`` lists every problem.
-
-    Needs the ``jsonschema`` package (in the ``test`` extra).
-    """
+    Needs the ``jsonschema`` package (in the ``test`` extra)."""
     try:
         jsonschema: Any = importlib.import_module("jsonschema")  # untyped: no stubs needed
     except ImportError:  # pragma: no cover - depends on the environment

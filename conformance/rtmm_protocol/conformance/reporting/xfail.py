@@ -9,8 +9,7 @@ lines starting with ``#`` are ignored::
     G6-pieces-are-views      rows are copied into a pooled buffer (acme#12)
     D5                       over-size dummy runs are clamped, fixed in 2.0
 
-An entry whose checks fail is an expected failure; an entry whose checks all pass, or
-that names no check, is *stale* and reported (and fails a strict run).
+An entry whose checks all pass, or that names no check, is *stale* (a strict run fails).
 """
 
 from __future__ import annotations
@@ -41,14 +40,12 @@ class XfailEntry:
     @property
     def check_id(self) -> str:
         """The key without a ``[mode]`` suffix."""
-        return self.key.split("[", 1)[0]
+        return self.key.partition("[")[0]
 
     @property
     def mode(self) -> str | None:
         """The mode the entry is limited to, if any."""
-        if "[" not in self.key:
-            return None
-        return self.key.split("[", 1)[1].rstrip("]")
+        return self.key.partition("[")[2].rstrip("]") or None
 
     @property
     def known(self) -> bool:
@@ -58,10 +55,8 @@ class XfailEntry:
     def matches(self, check_id: str, mode: str | None) -> bool:
         """Whether this entry covers ``check_id`` in ``mode``."""
         if self.key in CLAUSES:
-            return CHECKS_BY_ID[check_id].clause == self.key if check_id in CHECKS_BY_ID else False
-        if self.check_id != check_id:
-            return False
-        return self.mode is None or self.mode == mode
+            return check_id in CHECKS_BY_ID and CHECKS_BY_ID[check_id].clause == self.key
+        return self.check_id == check_id and self.mode in (None, mode)
 
 
 @dataclass(frozen=True)
@@ -82,19 +77,13 @@ class XfailFile:
         return [e for e in self.entries if not e.known]
 
     def stale(self, outcomes: Iterable[tuple[str, str | None, str]]) -> list[XfailEntry]:
-        """Known entries whose checks ran and none failed.
-
-        ``outcomes`` holds ``(check_id, mode, outcome)`` of the checks that ran, with the
-        outcome ``xfailed`` for those that failed as expected.
-        """
+        """Known entries whose checks ran and none failed (``xfailed``), from the
+        ``(check_id, mode, outcome)`` of the checks that ran."""
         ran = list(outcomes)
         stale = []
-        for entry in self.entries:
-            if not entry.known:
-                continue
-            covered = [o for (c, m, o) in ran if entry.matches(c, m)]
-            evaluated = [o for o in covered if o in ("passed", "xfailed")]
-            if evaluated and "xfailed" not in evaluated:
+        for entry in filter(lambda e: e.known, self.entries):
+            judged = [o for (c, m, o) in ran if entry.matches(c, m) and o in ("passed", "xfailed")]
+            if judged and "xfailed" not in judged:
                 stale.append(entry)
         return stale
 
@@ -117,10 +106,9 @@ def parse_xfail_text(text: str, source: str = "<xfail>") -> XfailFile:
 
 def parse_xfail_file(path: str | Path, source: str | None = None) -> XfailFile:
     """Read and parse an expected-failures file; ``source`` names it in messages."""
-    file = Path(path)
     name = str(path) if source is None else source
     try:
-        text = file.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise ValueError(
             f"cannot read the expected-failures file {name!r}: {error.strerror}"

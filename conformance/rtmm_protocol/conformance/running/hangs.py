@@ -1,12 +1,5 @@
-"""Remembering where a target hung, so its later checks are blocked, not waited out.
-
-When a check runs out of time, the stack it was in says which of the target's entry
-points hung (``gather_mm_embeddings``, ``get_mm_embeddings``, ``dummy_inputs_embeds``,
-or the factory itself). Later checks still build targets, but each built target has
-those methods replaced by one that raises :class:`TargetBlocked`; a check that calls
-one is reported *blocked*, naming the check that hung, however the check itself then
-ends (the guard remembers the call), and a check that never calls them runs as usual.
-"""
+"""Remembering where a target hung, so that later checks calling that entry point are
+reported *blocked* instead of waited out (a check that never calls it runs as usual)."""
 
 from __future__ import annotations
 
@@ -30,11 +23,8 @@ class TargetBlocked(RuntimeError):  # noqa: N818  # a verdict, not an error
 
 @dataclass(frozen=True)
 class Hang:
-    """A target entry point that did not return: where, and in which check.
-
-    ``methods`` empty means the hang was outside the known methods (the factory or
-    something the suite could not tell), so every later build is blocked.
-    """
+    """A target entry point that did not return: where, and in which check. Empty
+    ``methods``: the factory or an unknown call hung, so every later build is blocked."""
 
     label: str
     methods: tuple[str, ...]
@@ -59,19 +49,11 @@ class Hang:
         entry, caller = target_entry(frames)
         if entry is None:
             return cls(label, ())
-        start = frames.index(entry)
-        methods = tuple(
-            dict.fromkeys(
-                f[2]
-                for f in frames[start:]
-                if f[2] in ENTRY_METHODS and frame_kind(f[0]) == "target"
-            )
-        )
+        inner = [f for f in frames[frames.index(entry) :] if frame_kind(f[0]) == "target"]
+        methods = tuple(dict.fromkeys(f[2] for f in inner if f[2] in ENTRY_METHODS))
         if caller is not None and caller[2] == "build" and entry[2] not in ENTRY_METHODS:
             methods = ()  # the factory itself hung
-        inner = [f for f in frames[start:] if frame_kind(f[0]) == "target"]
-        where = f"{short_path(inner[-1][0])}:{inner[-1][1]}" if inner else ""
-        return cls(label, methods, where)
+        return cls(label, methods, f"{short_path(inner[-1][0])}:{inner[-1][1]}")
 
 
 @dataclass

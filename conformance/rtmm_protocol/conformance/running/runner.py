@@ -1,16 +1,7 @@
 """Running the checks that apply to one target: where, after which prerequisites, and the
-final verdicts.
-
-:func:`open_runner` decides where the checks run (a worker process unless told
-otherwise, see :mod:`.workers`), resolves the device there and learns the target's kind.
-:class:`SuiteRunner` then runs one check in one mode at a time and remembers the result,
-so the prerequisite of many checks runs once. A check whose worker crashes or hangs
-fails; later calls into the entry point that hung are blocked, not waited out. A gatherer
-from before the ``num_computed_tokens`` rename fails T2, and its behavioural checks run
-through the compat adapter instead of being blocked. A failure is checked against the
-class the target derives from, when there is one: same failure, same draws, *inherited*.
-Raw outcomes become the reported ones through :func:`judge` (the check's level, strict
-mode, the expected-failures file).
+final verdicts. A check whose worker crashes or hangs fails; a gatherer from before the
+``num_computed_tokens`` rename fails T2, and its behavioural checks run through the compat
+adapter; a failure the class the target derives from shares is *inherited*.
 """
 
 from __future__ import annotations
@@ -33,7 +24,7 @@ from rtmm_protocol.conformance.reporting.causes import (
     target_entry,
 )
 from rtmm_protocol.conformance.reporting.results import CheckResult, Outcome
-from rtmm_protocol.conformance.reporting.xfail import XfailEntry
+from rtmm_protocol.conformance.reporting.xfail import XfailEntry, XfailFile
 from rtmm_protocol.conformance.running.hangs import Hang
 from rtmm_protocol.conformance.running.verdict import (
     Probe,
@@ -73,10 +64,8 @@ class PlannedCheck:
 
 
 class SuiteRunner:
-    """Runs the checks that apply to one target and remembers their raw results.
-
-    Made by :func:`open_runner`; :meth:`close` stops its worker process.
-    """
+    """Runs the checks that apply to one target (each once) and remembers their raw results;
+    made by :func:`open_runner`, and :meth:`close` stops its worker process."""
 
     def __init__(
         self,
@@ -90,7 +79,6 @@ class SuiteRunner:
         checks: Mapping[str, CheckImpl] | None = None,
     ) -> None:
         self.target = target
-        self.factory_spec = target.spec
         self.settings = settings
         self.probe = probe
         self.kind: TargetKind = probe.kind or "model_state"
@@ -120,6 +108,13 @@ class SuiteRunner:
             self._results[key] = self._run(self.checks[check_id], mode)
         return self._results[key]
 
+    def judged(self, planned: PlannedCheck, expected: XfailFile | None = None) -> CheckResult:
+        """The reported result of a planned check: its raw result after :func:`judge`."""
+        impl, mode = planned.impl, planned.mode
+        entry = expected.entry_for(impl.id, mode) if expected else None
+        raw = self.run(impl.id, mode)
+        return judge(raw, impl.info, strict=self.settings.strict, expected_failure=entry)
+
     def close(self) -> None:
         """Stop the worker process, if one runs."""
         self.executor.close()
@@ -129,12 +124,8 @@ class SuiteRunner:
         if isinstance(verdict, CheckResult):
             return verdict
         if impl.needs_cuda and self.settings.device.type != "cuda":
-            return CheckResult(
-                impl.id,
-                mode,
-                Outcome.SKIPPED,
-                "needs a CUDA device (run with --conformance-device=cuda where one is present)",
-            )
+            why = "needs a CUDA device (run with --conformance-device=cuda where one is present)"
+            return CheckResult(impl.id, mode, Outcome.SKIPPED, why)
         factory, baseline = self.target.factory, self.target.baseline
         if verdict == _VIA_COMPAT:
             factory, baseline = CompatFactory(factory), baseline and CompatFactory(baseline)
@@ -148,24 +139,42 @@ class SuiteRunner:
     ) -> CheckResult:
         """Run one check on ``factory``'s targets where the checks run, and say how it ended."""
         start = time.perf_counter()
+        args = (self.target.spec, self.settings, self.kind, impl.id, mode, tuple(hangs))
+        contained = not isinstance(self.executor, InProcess)  # deaf to Ctrl-C
         outcome = self.executor.call(
-            run_check,
-            factory,
-            self.factory_spec,
-            self.settings,
-            self.kind,
-            impl.id,
-            mode,
-            tuple(hangs),
-            not isinstance(self.executor, InProcess),
-            limit_s=self.settings.timeout_s,
+            run_check, factory, *args, contained, limit_s=self.settings.timeout_s
         )
-        if isinstance(outcome, Crashed):
-            result = self._crashed(impl.info, mode, outcome)
-        elif isinstance(outcome, TimedOut):
-            result = self._hung(impl.info, mode, outcome, hangs)
-        else:
+        if isinstance(outcome, CheckResult):
             return outcome
+        stacks = parse_stack_dump(outcome.stack)
+        # The check's own thread is the one in the suite's code (else, for a crash, any).
+        frames = next((s for s in stacks if any(frame_kind(f[0]) == "suite" for f in s)), [])
+        if isinstance(outcome, Crashed):
+            frames = frames or (stacks[0] if stacks else [])
+            entry, _ = target_entry(frames)
+            doing = f" in {entry[2]} ({short_path(entry[0])}:{entry[1]})" if entry else ""
+            reason = f"the target crashed the check's process{doing}: {outcome.how}"
+            details = (
+                f"{reason}.\nThe check ran in a worker process, so the run goes on; the stack "
+                "of the check when the process ended (innermost last):\n"
+                + (_render_stack(frames) if frames else "    (no stack: the process left no trace)")
+            )
+            keys = cause_of_frames(outcome.how.removeprefix("the process "), frames, impl.id)
+        else:
+            hang = Hang.from_stack(impl.id if mode is None else f"{impl.id}[{mode}]", frames)
+            hangs.append(hang)
+            reason = (
+                f"did not finish within {outcome.limit_s:g} s: the target hangs or is very slow "
+                f"in {hang.what}"
+            )
+            details = (
+                f"{reason}\nraise the limit with --conformance-timeout=SECONDS if the target is "
+                f"just slow; later checks that call {hang.what} are reported blocked, not waited "
+                "out.\nstack of the check when its time ran out (innermost last):\n"
+                + (_render_stack(frames) if frames else "    (unknown)")
+            )
+            keys = cause_of_frames("hang", frames, impl.id)
+        result = failed(impl.info, mode, self.settings.seed, reason, details, keys)
         return replace(result, duration_s=time.perf_counter() - start)
 
     def _origin(
@@ -179,46 +188,9 @@ class SuiteRunner:
         same = base.outcome is Outcome.FAILED and bool(keys & set(base.cause_key.split("|")))
         return "inherited" if same else "own"
 
-    def _crashed(self, info: CheckInfo, mode: Mode | None, crash: Crashed) -> CheckResult:
-        stacks = parse_stack_dump(crash.stack)
-        frames = next((s for s in stacks if _has_suite_frame(s)), stacks[0] if stacks else [])
-        entry, _ = target_entry(frames)
-        doing = f" in {entry[2]} ({short_path(entry[0])}:{entry[1]})" if entry else ""
-        reason = f"the target crashed the check's process{doing}: {crash.how}"
-        details = (
-            f"{reason}.\nThe check ran in a worker process, so the run goes on; the stack "
-            "of the check when the process ended (innermost last):\n"
-            + (_render_stack(frames) if frames else "    (no stack: the process left no trace)")
-        )
-        keys = cause_of_frames(crash.how.removeprefix("the process "), frames, info.id)
-        result = failed(info, mode, self.settings, reason, details)
-        return replace(result, cause_key=keys.encode(), cause_title=keys.title)
-
-    def _hung(
-        self, info: CheckInfo, mode: Mode | None, timeout: TimedOut, hangs: list[Hang]
-    ) -> CheckResult:
-        stacks = parse_stack_dump(timeout.stack)
-        frames = next((s for s in stacks if _has_suite_frame(s)), [])
-        label = info.id if mode is None else f"{info.id}[{mode}]"
-        hang = Hang.from_stack(label, frames)
-        hangs.append(hang)
-        reason = (
-            f"did not finish within {timeout.limit_s:g} s: the target hangs or is very slow "
-            f"in {hang.what}"
-        )
-        details = (
-            f"{reason}\nraise the limit with --conformance-timeout=SECONDS if the target is just "
-            f"slow; later checks that call {hang.what} are reported blocked, not waited out.\n"
-            "stack of the check when its time ran out (innermost last):\n"
-            + (_render_stack(frames) if frames else "    (unknown)")
-        )
-        keys = cause_of_frames("hang", frames, info.id)
-        result = failed(info, mode, self.settings, reason, details)
-        return replace(result, cause_key=keys.encode(), cause_title=keys.title)
-
     def _prerequisite_verdict(self, impl: CheckImpl, mode: Mode | None) -> CheckResult | str | None:
         """``None`` to run the check, :data:`_VIA_COMPAT` to run it through the compat
-        adapter (the target failed T2 only for the rename), or the result it gets instead."""
+        adapter (it failed T2 only for the rename), or the result it gets instead."""
         compat = None
         for prerequisite in impl.prerequisites:
             other = self.checks.get(prerequisite)
@@ -245,12 +217,9 @@ class SuiteRunner:
 
 
 def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
-    """A runner for the target ``target`` names, its checks placed as ``settings`` asks.
-
-    Resolves the device and builds the target once, both where the checks will run, so
-    that this process never initialises CUDA when a worker runs them. Raises
-    ``ValueError`` for a device that is not there and for an isolation that cannot be had.
-    """
+    """A runner for ``target``, its checks placed as ``settings`` asks. The device is resolved
+    and the target built where the checks run, so that this process never initialises CUDA;
+    ``ValueError`` for a missing device or an isolation that cannot be had."""
     factory = target.factory
     executor, note = _executor_for(settings.isolation, factory)
     try:
@@ -268,14 +237,9 @@ def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
         probed = Probe(None, f"building the target crashed: {probed.how}")
     elif isinstance(probed, TimedOut):
         probed = Probe(None, f"the factory did not return within {probed.limit_s:g} s")
-    return SuiteRunner(
-        target,
-        settings,
-        probed,
-        executor,
-        environment={**choice.environment, **target.environment},
-        notes=[note] if note else [],
-    )
+    environment = {**choice.environment, **target.environment}
+    notes = [note] if note else []
+    return SuiteRunner(target, settings, probed, executor, environment=environment, notes=notes)
 
 
 def _executor_for(isolation: str, factory: Factory) -> tuple[Executor, str]:
@@ -299,18 +263,10 @@ def _executor_for(isolation: str, factory: Factory) -> tuple[Executor, str]:
 
 
 def judge(
-    result: CheckResult,
-    info: CheckInfo,
-    *,
-    strict: bool,
-    expected_failure: XfailEntry | None,
+    result: CheckResult, info: CheckInfo, *, strict: bool, expected_failure: XfailEntry | None
 ) -> CheckResult:
     """The reported outcome: the raw one after the expected-failures file and the level.
-
-    A check listed as an expected failure that fails is ``xfailed``; one that passes
-    stays ``passed`` here, and the report lists its entry as stale (an entry may cover
-    a whole clause, so staleness is decided over all the checks it covers).
-    """
+    A listed check that passes stays ``passed`` (the report decides which entries are stale)."""
     if result.outcome is Outcome.FAILED:
         if expected_failure is not None:
             return result.with_outcome(
@@ -321,10 +277,6 @@ def judge(
         if info.level == "SHOULD" and not strict:
             return result.with_outcome(Outcome.WARNING)
     return result
-
-
-def _has_suite_frame(frames: Sequence[Frame]) -> bool:
-    return any(frame_kind(f[0]) == "suite" for f in frames)
 
 
 def _render_stack(frames: Sequence[Frame]) -> str:

@@ -1,23 +1,20 @@
-"""One check, here and now: what runs where the checks run (a worker process, or this one).
-
-:func:`resolve_device` and :func:`probe_target` learn what the run needs to know before
-the checks (the device, the target's kind); :func:`run_check` runs one check in one mode
-and turns however it ends into a :class:`~..reporting.results.CheckResult`. Each
-returns plain data, so that it can come back from a worker process.
-"""
+"""What runs where the checks run (a worker process, or this one): learning the device and
+the target's kind, and one check turned into a :class:`~..reporting.results.CheckResult`."""
 
 from __future__ import annotations
 
+import platform
 import time
 import traceback
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy
 import torch
 import torch.nn.functional
 
+from rtmm_protocol._version import PROTOCOL_VERSION, __version__
 from rtmm_protocol.compat import is_legacy_gatherer
 from rtmm_protocol.conformance.catalog import CLAUSES, CheckInfo, TargetKind, spec_anchor
 from rtmm_protocol.conformance.checks.all_checks import implementations
@@ -25,14 +22,13 @@ from rtmm_protocol.conformance.driving.check_run import CheckRun
 from rtmm_protocol.conformance.driving.context import Factory, Mode, ModeNotSupported, build_context
 from rtmm_protocol.conformance.driving.factories import detect_kind
 from rtmm_protocol.conformance.driving.gather_call import describe_error
-from rtmm_protocol.conformance.reporting.causes import cause_of_failure
+from rtmm_protocol.conformance.reporting.causes import CauseKeys, cause_of_failure
 from rtmm_protocol.conformance.reporting.results import (
     CheckFailure,
     CheckResult,
     CheckSkipped,
     Outcome,
 )
-from rtmm_protocol.conformance.running.environment import environment_info
 from rtmm_protocol.conformance.running.hangs import Hang, HangGuard
 from rtmm_protocol.conformance.settings import RunSettings
 
@@ -40,10 +36,31 @@ __all__ = [
     "DeviceChoice",
     "ModuleAttributes",
     "Probe",
+    "environment_info",
+    "failed",
     "probe_target",
     "resolve_device",
     "run_check",
 ]
+
+
+def environment_info(device: torch.device, *, name_device: bool = False) -> dict[str, str]:
+    """Package, protocol, torch, CUDA (torch's build) and Python versions, and the device.
+    ``name_device`` adds a CUDA device's name, which initialises CUDA: only a worker may."""
+    if name_device and device.type == "cuda":
+        return {
+            **environment_info(device),
+            "device": f"{device} ({torch.cuda.get_device_name(device)})",
+        }
+    return {
+        "rtmm_protocol": __version__,
+        "protocol": PROTOCOL_VERSION,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "none",
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "device": str(device),
+    }
 
 
 @dataclass(frozen=True)
@@ -73,8 +90,8 @@ def resolve_device(settings: RunSettings) -> DeviceChoice:
 
 @dataclass(frozen=True)
 class Probe:
-    """What building the target once told: its kind, or why it could not be told, and
-    whether it is a gatherer from before the ``num_computed_tokens`` rename (T2)."""
+    """What building the target once told: its kind (or why not), and whether it is a
+    gatherer from before the ``num_computed_tokens`` rename (T2)."""
 
     kind: TargetKind | None
     note: str
@@ -82,25 +99,14 @@ class Probe:
 
 
 def probe_target(factory: Factory, settings: RunSettings) -> Probe:
-    """Build the target once (non-realtime, else realtime) to learn which kind it is.
-
-    Whatever the factory does is caught: a broken factory must not stop the run before
-    the checks can say what is wrong with it.
-    """
+    """Build the target once (non-realtime, else realtime) to learn which kind it is;
+    whatever the factory does is caught, so that the checks can say what is wrong."""
     notes = []
     modes: tuple[Mode, ...] = ("non-realtime", "realtime")
     for mode in modes:
-        parts = build_context(
-            mode,
-            hidden_size=settings.hidden_size,
-            max_num_tokens=settings.max_num_tokens,
-            max_num_reqs=settings.max_num_reqs,
-            dtype=settings.dtype,
-            device=settings.device,
-            seed=settings.seed,
-        )
+        ctx = build_context(mode, settings).ctx
         try:
-            target = factory(parts.ctx)
+            target = factory(ctx)
         except ModeNotSupported as refusal:
             notes.append(f"{mode}: {refusal.reason}")
             continue
@@ -125,13 +131,8 @@ def run_check(
     hangs: Sequence[Hang],
     contained: bool,
 ) -> CheckResult:
-    """Run one check in one mode and say how it ended.
-
-    ``hangs`` are the entry points that hung earlier in the run: a check that calls one
-    is *blocked*. ``contained`` says this runs in a worker process, where an interrupt
-    can only come from the target (the worker ignores the terminal's Ctrl-C); here, the
-    user's Ctrl-C goes up. Patches the target makes to torch and numpy are undone.
-    """
+    """Run one check in one mode and say how it ended, undoing the target's patches to torch
+    and numpy. ``contained``: in a worker (deaf to Ctrl-C), an interrupt is the target's."""
     impl = implementations()[check_id]
     guard = HangGuard(hangs)
     run = CheckRun(
@@ -148,7 +149,8 @@ def run_check(
     try:
         impl.run(run)
     except CheckFailure as failure:
-        result = failed(impl.info, mode, settings, failure.what, failure.render(), failure)
+        keys = cause_of_failure(check_id, mode, failure, failure.what)
+        result = failed(impl.info, mode, settings.seed, failure.what, failure.render(), keys)
         result = replace(result, replay=failure.repro or "")
     except CheckSkipped as skip:
         result = CheckResult(check_id, mode, Outcome.SKIPPED, skip.reason)
@@ -157,7 +159,8 @@ def run_check(
             raise
         reason = f"unexpected {describe_error(error)}"
         trace = "".join(traceback.format_exception(error))
-        result = failed(impl.info, mode, settings, reason, trace, error)
+        keys = cause_of_failure(check_id, mode, error, reason)
+        result = failed(impl.info, mode, settings.seed, reason, trace, keys)
     else:
         result = CheckResult(check_id, mode, Outcome.PASSED)
     finally:
@@ -169,31 +172,22 @@ def run_check(
 
 
 def failed(
-    info: CheckInfo,
-    mode: Mode | None,
-    settings: RunSettings,
-    reason: str,
-    details: str,
-    error: BaseException | None = None,
+    info: CheckInfo, mode: Mode | None, seed: int, reason: str, details: str, keys: CauseKeys
 ) -> CheckResult:
-    """A failure of ``info`` with its explanation, grouped with others by ``error``'s cause."""
+    """A failure of ``info``: its explanation, and the cause ``keys`` that group it."""
     where = "" if mode is None else f" [{mode}]"
     header = (
         f"{info.id}{where}: {info.level}, SPEC {info.clause} ({CLAUSES[info.clause]}); "
         f"see docs {spec_anchor(info.clause)}\nrequirement: {info.statement}"
     )
-    footer = f"seed: {settings.seed} (--conformance-seed={settings.seed})"
-    result = CheckResult(
-        info.id, mode, Outcome.FAILED, reason, "\n".join(filter(None, [header, details, footer]))
-    )
-    if error is None:
-        return result
-    keys = cause_of_failure(info.id, mode, error, reason)
+    footer = f"seed: {seed} (--conformance-seed={seed})"
+    result = CheckResult(info.id, mode, Outcome.FAILED, reason, f"{header}\n{details}\n{footer}")
     return replace(result, cause_key=keys.encode(), cause_title=keys.title)
 
 
 class ModuleAttributes:
-    """A snapshot of some modules' and classes' attributes, to undo a target's patches."""
+    """A snapshot of some modules' and classes' attributes, to undo a target's patches (a
+    submodule imported on first use is the library's, not a patch)."""
 
     def __init__(self, owners: Iterable[object]) -> None:
         self._saved = [(owner, dict(vars(owner))) for owner in owners]
@@ -203,29 +197,29 @@ class ModuleAttributes:
         """``torch``, ``torch.Tensor``, ``torch.nn.functional`` and ``numpy``."""
         return cls([torch, torch.Tensor, torch.nn.functional, numpy])
 
-    def changed(self) -> list[str]:
-        """The attributes that differ from the snapshot, as ``owner.name``."""
-        found = []
-        for owner, saved in self._saved:
-            now = vars(owner)
-            label = getattr(owner, "__name__", type(owner).__name__)
-            for name in set(saved) | set(now):
-                if name not in saved and isinstance(now[name], types.ModuleType):
-                    continue  # a submodule imported on first use
-                if name not in now or name not in saved or now[name] is not saved[name]:
-                    found.append(f"{label}.{name}")
-        return sorted(found)
-
-    def restore(self) -> list[str]:
-        """Put back every changed attribute (removing added ones); return what changed."""
-        changed = self.changed()
+    def _changes(self) -> Iterator[tuple[object, str, object]]:
+        """``(owner, name, saved value)`` of each attribute that differs (``_ADDED``: new)."""
         for owner, saved in self._saved:
             now = dict(vars(owner))
-            for name in now.keys() - saved.keys():
-                # A submodule imported on first use is the library's, not a patch.
-                if not isinstance(now[name], types.ModuleType):
-                    delattr(owner, name)
-            for name, value in saved.items():
-                if name not in now or now[name] is not value:
-                    setattr(owner, name, value)
-        return changed
+            for name in saved.keys() | now.keys():
+                if name not in saved and isinstance(now[name], types.ModuleType):
+                    continue
+                if now.get(name, _ADDED) is not saved.get(name, _ADDED):
+                    yield owner, name, saved.get(name, _ADDED)
+
+    def changed(self) -> list[str]:
+        """The attributes that differ from the snapshot, as ``owner.name``."""
+        return sorted(
+            f"{getattr(o, '__name__', type(o).__name__)}.{n}" for o, n, _ in self._changes()
+        )
+
+    def restore(self) -> None:
+        """Put back every changed attribute, and remove added ones."""
+        for owner, name, value in list(self._changes()):
+            if value is _ADDED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+_ADDED = object()

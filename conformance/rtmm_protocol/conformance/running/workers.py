@@ -1,23 +1,8 @@
-"""Where checks run: a long-lived worker process, or this process.
+"""Where checks run: a reused worker process, or this one (:class:`InProcess`).
 
-A target may crash its process (``os._exit``, a segfault), hang in Python or native
-code, or initialise CUDA. The checks therefore run in a *worker*: a process started with
-``multiprocessing``'s ``forkserver`` method (``spawn`` where that is missing), so that it
-never inherits a CUDA context (a forked child of a process that initialised CUDA cannot
-use it) and this process never needs one. A worker is reused for check after check, so
-CUDA is initialised once per worker, and is replaced only when it dies or hangs:
-
-* a check whose worker dies fails, named by the signal or exit code and the stack it was
-  in (``faulthandler`` writes it to a file the worker keeps);
-* a check that outlives its time limit has its worker's stack dumped, then the worker is
-  killed with its process group (``SIGKILL``), so nothing of it keeps running.
-
-Workers ignore the terminal's Ctrl-C (they have a process group of their own): the user's
-interrupt is this process's business, which then stops its worker. On Linux a worker is
-also killed when the process that started it dies, so none outlives a killed run.
-
-:class:`InProcess` runs the same calls here instead (``--conformance-isolation=off``):
-for debugging, without time limits or crash protection.
+A target may crash, hang or initialise CUDA, so checks run in a worker started by
+``forkserver`` (else ``spawn``), which never inherits a CUDA context. A worker that dies or
+outlives a time limit is replaced; the stack ``faulthandler`` wrote says where it was.
 """
 
 from __future__ import annotations
@@ -37,7 +22,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from rtmm_protocol.conformance.reporting.causes import Frame
 
@@ -55,10 +40,8 @@ _T = TypeVar("_T")
 
 #: Modules the forkserver imports once, so that a new worker starts in milliseconds.
 _PRELOAD = ["rtmm_protocol.conformance.running.verdict"]
-# How long a new worker may take to say it is ready (imports included).
-_START_TIMEOUT_S = 120.0
-# After a hung worker's stack is dumped, how long it may take before it is killed.
-_DUMP_GRACE_S = 0.5
+_START_TIMEOUT_S = 120.0  # for a new worker to say it is ready, imports included
+_DUMP_GRACE_S = 0.5  # for a hung worker to write its stack before it is killed
 _PR_SET_PDEATHSIG = 1
 
 
@@ -82,23 +65,8 @@ class ExecutorError(RuntimeError):
     """The worker could not be started or could not be given the call."""
 
 
-class Executor(Protocol):
-    """Runs ``fn(*args)`` somewhere and returns its value, or how that went wrong."""
-
-    #: How many worker processes were started so far (0 for :class:`InProcess`).
-    started: int
-
-    def call(
-        self, fn: Callable[..., _T], *args: object, limit_s: float
-    ) -> _T | Crashed | TimedOut: ...
-
-    def close(self) -> None: ...
-
-
 class InProcess:
     """Runs calls in this process: no time limit, no protection from crashes."""
-
-    started = 0
 
     def call(self, fn: Callable[..., _T], *args: object, limit_s: float) -> _T | Crashed | TimedOut:
         """``fn(*args)``, here and now."""
@@ -108,29 +76,11 @@ class InProcess:
         """Nothing to release."""
 
 
-def _context() -> Any:
-    """``forkserver`` (preloading the suite), else ``spawn``: never plain ``fork``.
-
-    Typed ``Any``: the contexts of the two start methods are distinct classes in the stubs.
-    """
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(_PRELOAD)
-        return context
-    return multiprocessing.get_context("spawn")
-
-
 class WorkerProcess:
-    """One worker process at a time, started on first use and replaced after a crash or hang.
-
-    ``fn`` and ``args`` of each call are pickled to the worker (``fn`` by reference: a
-    module-level function), and the value pickled back.
-    """
+    """One worker process at a time, started on first use and replaced after a crash or
+    hang; each call's ``fn`` (a module-level function) and ``args`` are pickled to it."""
 
     def __init__(self) -> None:
-        self.started = 0
-        self._process: Any = None  # multiprocessing's process type differs per start method
-        self._connection: multiprocessing.connection.Connection | None = None
         self._trace = tempfile.NamedTemporaryFile(prefix="rtmm-worker-", suffix=".txt")  # noqa: SIM115  # closed in close()
         # ``[process, connection]`` of the running worker, shared with the finalizer (which
         # must not hold ``self``). Registered with atexit here, after multiprocessing's own
@@ -140,29 +90,23 @@ class WorkerProcess:
         atexit.register(self._finalizer)
 
     def call(self, fn: Callable[..., _T], *args: object, limit_s: float) -> _T | Crashed | TimedOut:
-        """``fn(*args)`` in the worker, within ``limit_s`` seconds.
-
-        Raises :class:`ExecutorError` when the worker cannot start, and lets the user's
-        ``KeyboardInterrupt`` go up after stopping the worker.
-        """
-        connection = self._ensure_running()
+        """``fn(*args)`` in the worker, within ``limit_s`` seconds; :class:`ExecutorError`
+        when the worker cannot start."""
+        process, connection = self._ensure_running()
         try:
             connection.send((fn, args))
         except (OSError, pickle.PicklingError) as error:
             self._kill()
             raise ExecutorError(f"cannot hand the call to the worker process: {error}") from None
         try:
-            ready = multiprocessing.connection.wait(
-                [connection, self._process.sentinel], timeout=limit_s
-            )
-            if not ready:
-                stack = self._dump_stack()
+            if not multiprocessing.connection.wait([connection, process.sentinel], limit_s):
+                stack = self._dump_stack(process)
                 self._kill()
                 return TimedOut(limit_s, stack)
             try:
                 status, value = connection.recv()
             except (EOFError, OSError):
-                return self._crashed()
+                return self._crashed(process)
         except BaseException:  # the user's Ctrl-C, mostly: stop the worker, then go up
             self._kill()
             raise
@@ -174,16 +118,17 @@ class WorkerProcess:
     def close(self) -> None:
         """Stop the worker (if one runs) and remove its stack file."""
         _stop(self._live)
-        self._process = self._connection = None
         self._trace.close()
         atexit.unregister(self._finalizer)
 
-    # ------------------------------------------------------------------ the process
-
-    def _ensure_running(self) -> multiprocessing.connection.Connection:
-        if self._process is not None and self._connection is not None:
-            return self._connection
-        context = _context()
+    def _ensure_running(self) -> tuple[Any, multiprocessing.connection.Connection]:
+        if self._live[0] is not None:
+            return self._live[0], self._live[1]
+        # forkserver (preloading the suite), else spawn: never plain fork.
+        context: Any = multiprocessing.get_context("spawn")  # Any: contexts differ per method
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
         pipe: tuple[multiprocessing.connection.Connection, ...] = context.Pipe()
         parent, child = pipe
         process = context.Process(
@@ -194,8 +139,6 @@ class WorkerProcess:
         except Exception as error:
             raise ExecutorError(f"cannot start a worker process: {error}") from error
         child.close()
-        self.started += 1
-        self._process, self._connection = process, parent
         self._live[:] = [process, parent]
         if not parent.poll(_START_TIMEOUT_S):
             self._kill()
@@ -204,43 +147,47 @@ class WorkerProcess:
             parent.recv()
         except EOFError:
             process.join()
-            self._process = self._connection = None
+            self._kill()
             raise ExecutorError(
                 f"the worker process ended while starting (exit code {process.exitcode}); "
                 "its error is printed above. From a script, call the suite under "
                 "`if __name__ == '__main__':` (worker processes import the main module), "
                 "or run the checks in this process with isolation='off'"
             ) from None
-        return parent
+        return process, parent
 
-    def _dump_stack(self) -> str:
-        pid = self._process.pid
+    def _dump_stack(self, process: Any) -> str:
         if hasattr(signal, "SIGUSR1"):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGUSR1)  # faulthandler writes every thread's stack
+                os.kill(process.pid, signal.SIGUSR1)  # faulthandler writes every thread's stack
             deadline = time.monotonic() + _DUMP_GRACE_S
-            while time.monotonic() < deadline and self._process.is_alive():
+            while time.monotonic() < deadline and process.is_alive():
                 time.sleep(0.02)
         return self._read_trace()
 
-    def _crashed(self) -> Crashed:
-        process = self._process
+    def _crashed(self, process: Any) -> Crashed:
         process.join()
-        self._process = self._connection = None
+        self._kill()
         code = process.exitcode
         if code is not None and code < 0:
-            how = f"the process was killed by {_signal_name(-code)}"
+            try:
+                how = f"the process was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"the process was killed by signal {-code}"
         else:
             how = f"the process exited with code {code} (os._exit or a crash)"
         return Crashed(how, self._read_trace())
 
     def _kill(self) -> None:
         _stop(self._live, at_once=True)
-        self._process = self._connection = None
 
     def _read_trace(self) -> str:
         with open(self._trace.name, encoding="utf-8", errors="replace") as trace:
             return trace.read()
+
+
+#: Where checks run: a worker process, or this process.
+Executor = InProcess | WorkerProcess
 
 
 def _stop(live: list[Any], at_once: bool = False) -> None:
@@ -254,23 +201,14 @@ def _stop(live: list[Any], at_once: bool = False) -> None:
             connection.send(None)  # the worker's loop ends on None
         process.join(2.0)
     if process.is_alive():
-        for kill, target in ((getattr(os, "killpg", None), process.pid), (os.kill, process.pid)):
-            if kill is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(target, signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM)
+        kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+        for send in (getattr(os, "killpg", None), os.kill):  # its process group, then itself
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if send is not None:
+                    send(process.pid, kill)
         process.join()
     with contextlib.suppress(OSError):
         connection.close()
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-# ---------------------------------------------------------------------- the worker's side
 
 
 def _serve(connection: multiprocessing.connection.Connection, trace_path: str) -> None:
@@ -278,7 +216,11 @@ def _serve(connection: multiprocessing.connection.Connection, trace_path: str) -
     if hasattr(os, "setpgid"):
         os.setpgid(0, 0)  # its own group: the terminal's Ctrl-C is the parent's business
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    if sys.platform.startswith("linux"):  # the kernel kills it when its parent dies
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     trace = open(trace_path, "w", encoding="utf-8")  # noqa: SIM115  # lives as long as the worker
     faulthandler.enable(file=trace, all_threads=True)
     if hasattr(signal, "SIGUSR1"):
@@ -307,18 +249,6 @@ def _serve(connection: multiprocessing.connection.Connection, trace_path: str) -
             reply = ("error", f"{type(error).__name__}: {error}")
         connection.send(reply)
 
-
-def _die_with_parent() -> None:
-    """On Linux, have the kernel kill this worker when the process that started it dies."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-# ---------------------------------------------------------------------- stack dumps
 
 _THREAD = re.compile(r"^(Current thread|Thread) ")
 _FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<name>\S+)')
