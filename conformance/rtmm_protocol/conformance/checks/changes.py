@@ -101,13 +101,18 @@ def _judge_fresh(run: CheckRun) -> Judge:
                 seen=str(now.mask.tolist()),
             )
         hidden = call.scenario.hidden_size
-        if not torch.equal(now.rows(hidden), then.rows(hidden)):
+        stale, right = now.rows(hidden), then.rows(hidden)
+        if not torch.equal(stale, right):
+            if stale.shape != right.shape:
+                expected, got = f"{right.shape[0]} rows", f"{stale.shape[0]} rows"
+            else:  # the first row that differs, by its first values
+                k = int((stale != right).any(dim=1).nonzero()[0])
+                expected, got = (f"row {k} = {rows[k, :4].tolist()}..." for rows in (right, stale))
             raise CheckFailure(
                 "the gathered rows differ from a fresh state's after a change between steps "
                 "(a stale result)",
-                expected=f"{len(then.pieces)} pieces, {then.rows(hidden).shape[0]} rows, as a "
-                "fresh state on the same cache gathers them",
-                seen=f"{len(now.pieces)} pieces, {now.rows(hidden).shape[0]} rows, with other values",
+                expected=f"{expected}, as a fresh state gathers them on the same cache",
+                seen=got,
             )
 
     return judge
