@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -40,15 +41,18 @@ class MMGatherPlan:
     def __init__(
         self,
         is_mm_embed: npt.NDArray[np.bool_],
-        slots: _I64,
+        slots: _I64 | None,
         pieces: PlannedPieces,
         arena: EncoderOutputArena,
     ) -> None:
         #: SPEC G4: a CPU bool tensor over the scheduled tokens, True where a row lands.
         self.is_mm_embed = torch.from_numpy(is_mm_embed)
-        self._slots = slots
-        self._pieces = pieces
-        self._arena = arena
+        self._mask, self._given = is_mm_embed, slots  # slots: found when first asked for
+        self._pieces, self._arena = pieces, arena
+
+    @functools.cached_property
+    def _slots(self) -> _I64:
+        return np.flatnonzero(self._mask) if self._given is None else self._given
 
     @property
     def slots(self) -> torch.Tensor:

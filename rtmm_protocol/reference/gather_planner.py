@@ -104,9 +104,9 @@ def _plan_one_by_one(
     """The plan, pair by pair; or the batch indices of the requests found stale (C2)."""
     mask = np.zeros(batch.total, dtype=np.bool_)
     mirrored, cached, flags = table.feature, cache.encoder_outputs, table.embed_flag
-    features: list[MultiModalFeature] = []
-    outputs: list[torch.Tensor] = []
-    row_start, row_end, stale = list[int](), list[int](), list[int]()  # stale: C2
+    embed_base, embed_rank = table.embed_base, table.embed_rank
+    features, outputs = list[MultiModalFeature](), list[torch.Tensor]()
+    entries, row_start, row_end, stale = list[int](), list[int](), list[int](), list[int]()
     query_start_loc, computed = batch.query_start_loc.tolist(), batch.num_computed_tokens.tolist()
     lane_first: list[int] = lanes.first.tolist()
     columns: list[list[int]] = [column.tolist() for column in windows]
@@ -121,13 +121,14 @@ def _plan_one_by_one(
             continue
         for entry in range(f, last):
             feature = mirrored[entry]
-            position = feature.mm_position
-            offset = position.offset
+            offset, length = feature.mm_position.offset, feature.mm_position.length
             # G1: the window's positions inside the placeholder, as placeholder indices.
-            lo, hi = max(s, offset) - offset, min(e, offset + position.length) - offset
-            # G5: the output rows of the window's embed positions.
-            rows = position.get_embeds_indices_in_range(lo, hi)
-            if rows[0] == rows[1]:  # G6, G7: no embed position, no piece, no output read
+            lo, hi = max(s, offset) - offset, min(e, offset + length) - offset
+            # G5: the output rows of the window's embed positions: the table's ranks, or
+            # the positions themselves when every position embeds (q < 0).
+            q = int(embed_base[entry])
+            span = (lo, hi) if q < 0 else (int(embed_rank[q + lo]), int(embed_rank[q + hi]))
+            if span[0] == span[1]:  # G6, G7: no embed position, no piece, no output read
                 continue
             output = cached.get(feature.identifier)
             if output is None:  # G7: a miss only the look-ahead reaches falls back
@@ -136,22 +137,19 @@ def _plan_one_by_one(
                 raise EncoderOutputMissingError(feature.identifier, req_ids[i])
             # G1, G4: position p lands at slot query_start_loc[i] + (p - s).
             slot = query_start_loc[i] + offset + lo - s
-            if position.is_embed is None:
-                mask[slot : slot + hi - lo] = True
-            else:
-                q = int(table.embed_base[entry]) + lo
-                mask[slot : slot + hi - lo] = flags[q : q + hi - lo]
+            mask[slot : slot + hi - lo] = True if q < 0 else flags[q + lo : q + hi]
             features.append(feature)
             outputs.append(output)
-            row_start.append(rows[0])
-            row_end.append(rows[1])
+            entries.append(entry)
+            row_start.append(span[0])
+            row_end.append(span[1])
     if stale:
         return stale
-    _check_outputs(outputs, [f.mm_position.get_num_embeds() for f in features], features, arena)
+    _check_outputs(outputs, table.num_embeds[entries].tolist(), features, arena)
     identifiers, modalities = [f.identifier for f in features], [f.modality for f in features]
     rows = np.array(row_start, dtype=np.int64), np.array(row_end, dtype=np.int64)
     pieces = PlannedPieces(outputs, identifiers, modalities, *rows)
-    return MMGatherPlan(mask, np.flatnonzero(mask), pieces, arena)
+    return MMGatherPlan(mask, None, pieces, arena)
 
 
 # The placeholder of a mirrored feature (an object-array cell, untyped).
