@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -125,7 +126,14 @@ def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
         timeout=300,
+        # A run started in the background of a script inherits an ignored SIGINT, and Python
+        # then never raises KeyboardInterrupt: give the run the terminal's default.
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_bare_option_swallowing_a_path_is_a_usage_error(project: Path) -> None:
