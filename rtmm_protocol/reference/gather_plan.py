@@ -39,30 +39,21 @@ class MMGatherPlan:
     """
 
     def __init__(
-        self,
-        is_mm_embed: npt.NDArray[np.bool_],
-        slots: _I64 | None,
-        pieces: PlannedPieces,
-        arena: EncoderOutputArena,
+        self, is_mm_embed: npt.NDArray[np.bool_], pieces: PlannedPieces, arena: EncoderOutputArena
     ) -> None:
         #: SPEC G4: a CPU bool tensor over the scheduled tokens, True where a row lands.
         self.is_mm_embed = torch.from_numpy(is_mm_embed)
-        self._mask, self._given = is_mm_embed, slots  # slots: found when first asked for
         self._pieces, self._arena = pieces, arena
-
-    @functools.cached_property
-    def _slots(self) -> _I64:
-        return np.flatnonzero(self._mask) if self._given is None else self._given
 
     @property
     def slots(self) -> torch.Tensor:
         """The True slots of :attr:`is_mm_embed`, increasing (int64, CPU)."""
-        return torch.from_numpy(self._slots)
+        return self.is_mm_embed.nonzero().flatten()
 
-    @property
+    @functools.cached_property
     def num_rows(self) -> int:
-        """Rows gathered: the number of True slots."""
-        return int(self._slots.shape[0])
+        """Rows gathered: the number of True slots (G5: each piece's rows fill its slots)."""
+        return int((self._pieces.row_end - self._pieces.row_start).sum())
 
     def pieces(self) -> list[torch.Tensor]:
         """SPEC G6: a view of each piece's rows of its cached output, with ``.modality``."""

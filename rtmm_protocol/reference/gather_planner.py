@@ -149,7 +149,7 @@ def _plan_one_by_one(
     identifiers, modalities = [f.identifier for f in features], [f.modality for f in features]
     rows = np.array(row_start, dtype=np.int64), np.array(row_end, dtype=np.int64)
     pieces = PlannedPieces(outputs, identifiers, modalities, *rows)
-    return MMGatherPlan(mask, None, pieces, arena)
+    return MMGatherPlan(mask, pieces, arena)
 
 
 # The placeholder of a mirrored feature (an object-array cell, untyped).
@@ -243,10 +243,10 @@ def _plan_at_once(
     _check_outputs(
         tensors, table.num_embeds[pairs.entry].tolist(), table.feature[pairs.entry], arena
     )
-    mask, slots = _embed_mask(table, pairs, batch.total, batch.max_scheduled <= 1)
+    mask = _embed_mask(table, pairs, batch.total, batch.max_scheduled <= 1)
     modalities: list[str] = table.modality[pairs.entry].tolist()
     pieces = PlannedPieces(tensors, identifiers, modalities, pairs.row_start, pairs.row_end)
-    return MMGatherPlan(mask, slots, pieces, arena)
+    return MMGatherPlan(mask, pieces, arena)
 
 
 def _expand(first: _I64, counts: _I64) -> tuple[_I64, _I64]:
@@ -258,14 +258,12 @@ def _expand(first: _I64, counts: _I64) -> tuple[_I64, _I64]:
     return owner, entry
 
 
-def _embed_mask(
-    table: FeatureTable, pairs: _Pairs, total: int, single_positions: bool
-) -> tuple[_BOOL, _I64]:
-    """G4: the mask over the ``total`` scheduled tokens, and its True slots, increasing."""
+def _embed_mask(table: FeatureTable, pairs: _Pairs, total: int, single_positions: bool) -> _BOOL:
+    """G4: the mask over the ``total`` scheduled tokens."""
     mask = np.zeros(total, dtype=np.bool_)
     if single_positions:  # every window holds one position, and a kept pair embeds it
         mask[pairs.first_slot] = True
-        return mask, pairs.first_slot
+        return mask
     ends = pairs.first_slot + (pairs.window_end - pairs.window_start)
     plain = table.embed_base[pairs.entry] < 0
     if plain.any():
@@ -282,7 +280,7 @@ def _embed_mask(
             pairs.first_slot[masked].tolist(), ends[masked].tolist(), bases.tolist(), strict=True
         ):
             mask[a:b] = table.embed_flag[q : q + b - a]
-    return mask, np.flatnonzero(mask)
+    return mask
 
 
 def _check_outputs(
