@@ -232,7 +232,7 @@ _CHECK_MODULES = {
         "cases",
     )
 }
-#: Lines the harness may not grow beyond: it is 4,113 (from 4,767 before it was grouped
+#: Lines the harness may not grow beyond: it is 4,125 (from 4,767 before it was grouped
 #: by concern and trimmed), above the 3,500 it aims for.
 HARNESS_BUDGET = 4_150
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause.

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import seed
 from hypothesis import strategies as st
-from hypothesis.errors import Flaky
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -32,7 +31,7 @@ from hypothesis.stateful import (
 )
 
 from rtmm_protocol.conformance.checks.registry import check
-from rtmm_protocol.conformance.driving.check_run import Built, CheckRun, first_check_failure
+from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
 from rtmm_protocol.conformance.driving.gather_call import GatherCall, call_gather, describe_error
 from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
@@ -441,33 +440,11 @@ def run_lives(
             raise failure.with_repro(failure.repro or "", context=where) from None
     if run.settings.examples <= 0:
         return
-    phases = (Phase.generate, Phase.shrink) if run.settings.shrink else (Phase.generate,)
-    try:
+    with run.deterministic("these steps"):
         run_state_machine_as_test(
             seed(run.example_seed())(machine_class),
-            settings=settings(
-                max_examples=run.settings.examples,
-                stateful_step_count=25,
-                database=None,
-                deadline=None,
-                derandomize=False,
-                print_blob=False,
-                report_multiple_bugs=False,
-                verbosity=Verbosity.quiet,
-                phases=phases,
-                # hypothesis leaves HealthCheckMeta.__iter__ unannotated, so pyright infers it
-                # yields the metaclass; it yields HealthCheck members.
-                suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]
-            ),
+            settings=run.hypothesis_settings(run.settings.examples, stateful_step_count=25),
         )
-    except Flaky as flaky:
-        inner = first_check_failure(flaky)
-        if inner is None:
-            raise
-        raise inner.with_repro(
-            inner.repro or "",
-            context="(the target did not fail every time on these steps: it is not deterministic)",
-        ) from None
 
 
 def replay_preamble(run: CheckRun, replayer: str) -> list[str]:

@@ -3,13 +3,15 @@ to build a fresh target per example and to run hand-placed then random scenarios
 
 from __future__ import annotations
 
+import contextlib
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed
+from hypothesis import settings as draw_settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
@@ -156,8 +158,21 @@ class CheckRun:
         if count <= 0:
             return
 
-        @settings(
-            max_examples=count,
+        @self.hypothesis_settings(count)
+        @seed(self.example_seed())
+        @given(strategy)
+        def random_examples(scenario: GatherScenario) -> None:
+            self._run_example(body, scenario)
+
+        with self.deterministic("this case"):
+            random_examples()
+
+    def hypothesis_settings(self, examples: int, *, stateful_step_count: int = 50) -> draw_settings:
+        """The settings of this check's random draws: ``examples`` of them, quiet, without
+        a database or deadline, shrunk unless the run says not to."""
+        return draw_settings(
+            max_examples=examples,
+            stateful_step_count=stateful_step_count,
             database=None,
             deadline=None,
             derandomize=False,
@@ -168,22 +183,19 @@ class CheckRun:
             # pyright takes the unannotated HealthCheckMeta.__iter__ to yield the metaclass.
             suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]
         )
-        @seed(self.example_seed())
-        @given(strategy)
-        def random_examples(scenario: GatherScenario) -> None:
-            self._run_example(body, scenario)
 
+    @contextlib.contextmanager
+    def deterministic(self, what: str) -> Iterator[None]:
+        """Report Hypothesis's ``Flaky`` as the check failure behind it, said to come from a
+        target that did not fail every time on ``what``."""
         try:
-            random_examples()
+            yield
         except Flaky as flaky:
             inner = first_check_failure(flaky)
             if inner is None:
                 raise
-            raise inner.with_repro(
-                inner.repro or "",
-                context="(the target did not fail every time on this case: it is not "
-                "deterministic)",
-            ) from flaky
+            context = f"(the target did not fail every time on {what}: it is not deterministic)"
+            raise inner.with_repro(inner.repro or "", context=context) from None
 
     def example_seed(self) -> int:
         """The Hypothesis seed of this check and mode, derived from the run's seed."""
