@@ -12,6 +12,7 @@ import contextlib
 import gc
 import weakref
 from collections.abc import Iterator, Mapping
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -40,14 +41,19 @@ from rtmm_protocol.testing.strategies import gather_scenarios
 from rtmm_protocol.types import IntArray
 
 _INT_DTYPES = st.sampled_from([np.int32, np.int64])
-#: The planner's two ways, forced: pair by pair, and with whole-array operations.
-PLANNERS = {"one_by_one": 10**9, "at_once": -1}
+#: The planner's ways, forced by its limits (requests, pairs): one by one, with
+#: whole-array operations, and one by one until a third pair, then again at once.
+PLANNERS = {"one_by_one": (10**9, 10**9), "at_once": (-1, -1), "switching": (10**9, 2)}
 
 
 @contextlib.contextmanager
 def planned(way: str) -> Iterator[None]:
     """Plan every step inside the block the way ``way`` names."""
-    with mock.patch.object(gather_planner, "_FEW_PAIRS", PLANNERS[way]):
+    requests, pairs = PLANNERS[way]
+    with (
+        mock.patch.object(gather_planner, "_FEW_REQUESTS", requests),
+        mock.patch.object(gather_planner, "_FEW_PAIRS", pairs),
+    ):
         yield
 
 
@@ -360,3 +366,34 @@ def test_output_with_too_few_rows_placed_directly_is_never_sliced_short(planner:
     pattern = r"encoder output of 'a0' has 2 rows but its placeholder has num_embeds=3"
     with pytest.raises(ValueError, match=pattern):
         _plan(runner, scenario.req_ids, scenario.arrays(), 0)
+
+
+def test_a_step_past_the_pair_limit_is_planned_again_at_once() -> None:
+    """The one-by-one planner gives up on the request that takes the step past
+    ``_FEW_PAIRS`` pairs, after planning those before it; the whole step is then
+    planned at once, and nothing of the abandoned work shows in the result."""
+    requests = tuple(
+        RequestSpec(f"r{r}", 32, 0, 8, tuple(FeatureSpec(f"r{r}f{k}", 2 * k, 2) for k in range(r)))
+        for r in range(1, 4)
+    )  # 1, 2 and 3 pairs: the third request takes the step to 6
+    scenario = GatherScenario(requests=requests, hidden_size=4)
+    runner = _runner(scenario, scenario.build_cache(), False)
+    one_by_one_gave: list[object] = []
+    plan_one_by_one = gather_planner._plan_one_by_one
+
+    def one_by_one(*args: Any) -> object:
+        one_by_one_gave.append(plan_one_by_one(*args))
+        return one_by_one_gave[-1]
+
+    at_once = mock.Mock(wraps=gather_planner._plan_at_once)
+    with (
+        mock.patch.object(gather_planner, "_plan_one_by_one", one_by_one),
+        mock.patch.object(gather_planner, "_plan_at_once", at_once),
+    ):
+        with mock.patch.object(gather_planner, "_FEW_PAIRS", 4):
+            _check_step(runner, False, scenario.req_ids, scenario.arrays(), 0, 4)
+        assert one_by_one_gave == [None]
+        assert at_once.call_count == 1
+        _check_step(runner, False, scenario.req_ids, scenario.arrays(), 0, 4)  # 6 pairs are few
+        assert isinstance(one_by_one_gave[-1], MMGatherPlan)
+        assert at_once.call_count == 1

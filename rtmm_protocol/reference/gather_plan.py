@@ -103,11 +103,7 @@ class MMGatherPlan:
     def _views(self) -> list[torch.Tensor]:
         pieces = self._pieces
         starts, ends = pieces.row_start.tolist(), pieces.row_end.tolist()
-        return list(map(_slice_rows, pieces.outputs, starts, ends))
-
-
-def _slice_rows(output: torch.Tensor, start: int, end: int) -> torch.Tensor:
-    return output[start:end]
+        return [output[a:b] for output, a, b in zip(pieces.outputs, starts, ends, strict=True)]
 
 
 def _check_out(out: object, shape: tuple[int, int], storage: torch.Tensor) -> None:

@@ -1,19 +1,20 @@
 """Plans a step's gather for the whole batch (SPEC G1-G10, C2).
 
-:func:`plan_gather` picks the requests that gather, and one search over the
-:class:`~rtmm_protocol.reference.feature_table.FeatureTable` finds the features each
-window overlaps: its (request, feature) *pairs*; a pair whose window holds an embed
-position is a *piece*. Array calls cost about a microsecond whatever their length, so
-a step of few pairs is planned pair by pair in Python (:func:`_plan_one_by_one`), a
-larger one by whole-array operations (:func:`_plan_at_once`). Both give the same plan.
+:func:`plan_gather` finds, in the
+:class:`~rtmm_protocol.reference.feature_table.FeatureTable`, the features each gathering
+request's window overlaps: its (request, feature) *pairs*; a pair whose window holds an
+embed position is a *piece*. A step of few requests and pairs is planned one by one in
+Python (:func:`_plan_one_by_one`), others by whole-array operations (:func:`_plan_at_once`).
+Both give the same plan.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +23,6 @@ import torch
 from rtmm_protocol.encoder_cache import EncoderCache
 from rtmm_protocol.errors import EncoderOutputMissingError
 from rtmm_protocol.feature import MultiModalFeature
-from rtmm_protocol.placeholder import PlaceholderRange
 from rtmm_protocol.reference.feature_table import BatchLanes, FeatureTable
 from rtmm_protocol.reference.gather_plan import MMGatherPlan, PlannedPieces
 from rtmm_protocol.reference.output_arena import EncoderOutputArena
@@ -32,22 +32,13 @@ __all__ = ["plan_gather"]
 
 _I64 = npt.NDArray[np.int64]
 _BOOL = npt.NDArray[np.bool_]
-# Steps of at most this many pairs are planned pair by pair: on 8 image chunks (11
-# pairs) that is 2.5 times faster than the array path; at 64 pairs they are even.
-_FEW_PAIRS = 48
+# Steps of several tokens per request, at most this many requests and pairs, are planned
+# one by one: each numpy call costs about a microsecond whatever its length, and 5 to 20
+# on a step that evicted the CPU caches, which the one-by-one path makes few of.
+_FEW_REQUESTS, _FEW_PAIRS = 64, 48
 _SHAPE = operator.attrgetter("shape")
 _DEVICE = operator.attrgetter("device")
 _IS_CPU = operator.attrgetter("is_cpu")
-
-
-class _Windows(NamedTuple):
-    """Gathering requests (batch indices), windows, and the entries of their features."""
-
-    request: _I64
-    start: _I64
-    end: _I64
-    first: _I64
-    last: _I64
 
 
 def plan_gather(
@@ -65,26 +56,12 @@ def plan_gather(
     :class:`~rtmm_protocol.EncoderOutputMissingError` (G7), or ``ValueError`` naming the
     identifier of a feature or output no gather can use (E2).
     """
-    scheduled = batch.num_scheduled_tokens
-    if is_realtime and batch.min_scheduled > 0:  # G3: a realtime model: every request
-        requests = np.arange(batch.num_reqs, dtype=np.int64)
-    else:  # G1: a request with zero scheduled tokens contributes nothing
-        gathers = scheduled > 0
-        if not is_realtime:  # G2: nor does non-realtime decode (s >= prefill_len)
-            gathers &= batch.window_starts < batch.prefill_lens
-        requests = np.flatnonzero(gathers)
-    # G1: request i covers [s, e), s = num_computed_tokens[i] + L, a new array (G9).
-    starts = batch.window_starts[requests]
-    ends = starts + scheduled[requests]
     lanes = table.sync(cache.mm_features, req_ids)
-    origin = lanes.origin[requests]
-    # The features ending after s and starting before e: entries [first, last) of the lane.
-    first = table.lane_end.searchsorted(origin + starts, side="right")
-    last = table.lane_start.searchsorted(origin + ends, side="left")
-    windows = _Windows(requests, starts, ends, first, last)
-    few = batch.max_scheduled > 1 and int((last - first).sum()) <= _FEW_PAIRS
-    plan_by = _plan_one_by_one if few else _plan_at_once
-    planned = plan_by(table, arena, cache, req_ids, batch, lanes, windows)
+    planned = None
+    if batch.max_scheduled > 1 and batch.num_reqs <= _FEW_REQUESTS:
+        planned = _plan_one_by_one(table, arena, cache, req_ids, batch, lanes, is_realtime)
+    if planned is None:
+        planned = _plan_at_once(table, arena, cache, req_ids, batch, lanes, is_realtime)
     if isinstance(planned, MMGatherPlan):
         return planned
     for k in planned:  # C2: items replaced in place; rebuild those lanes from their lists
@@ -99,23 +76,43 @@ def _plan_one_by_one(
     req_ids: list[str],
     batch: CheckedBatch,
     lanes: BatchLanes,
-    windows: _Windows,
-) -> MMGatherPlan | list[int]:
-    """The plan, pair by pair; or the batch indices of the requests found stale (C2)."""
+    is_realtime: bool,
+) -> MMGatherPlan | list[int] | None:
+    """The plan, request by request and pair by pair; the batch indices of the requests
+    found stale (C2); or ``None`` past ``_FEW_PAIRS`` pairs, which plan faster at once."""
     mask = np.zeros(batch.total, dtype=np.bool_)
     mirrored, cached, flags = table.feature, cache.encoder_outputs, table.embed_flag
+    lane_start, lane_end = table.lane_start, table.lane_end
     embed_base, embed_rank = table.embed_base, table.embed_rank
-    features, outputs = list[MultiModalFeature](), list[torch.Tensor]()
-    entries, row_start, row_end, stale = list[int](), list[int](), list[int](), list[int]()
+    features: list[MultiModalFeature] = []
+    outputs: list[torch.Tensor] = []
+    identifiers: list[str] = []
+    modalities: list[str] = []
+    row_start: list[int] = []
+    row_end: list[int] = []
+    stale: list[int] = []
+    scheduled, prefill_lens = batch.num_scheduled_tokens.tolist(), batch.prefill_lens.tolist()
     query_start_loc, computed = batch.query_start_loc.tolist(), batch.num_computed_tokens.tolist()
-    lane_first: list[int] = lanes.first.tolist()
-    columns: list[list[int]] = [column.tolist() for column in windows]
-    for i, s, e, f, last in zip(*columns, strict=True):
-        listed, base = lanes.lists[i], lane_first[i]
+    lane_length: list[int] = lanes.length.tolist()
+    hidden_size, device = arena.hidden_size, arena.storage.device
+    on_cpu, pairs, unusable = device.type == "cpu", 0, False
+    columns = (batch.window_starts.tolist(), lanes.origin.tolist(), lanes.first.tolist())
+    for i, (s, origin, base) in enumerate(zip(*columns, strict=True)):
+        # G1: nothing scheduled, nothing gathered; G2, G3: only a realtime model gathers
+        # past the prompt. The window is [s, e), s = num_computed_tokens[i] + L.
+        if not scheduled[i] or (s >= prefill_lens[i] and not is_realtime):
+            continue
+        e = s + scheduled[i]
+        # The features ending after s and starting before e, as in _plan_at_once.
+        f = bisect.bisect_right(lane_end, origin + s, base, base + lane_length[i])
+        last = bisect.bisect_left(lane_start, origin + e, f, base + lane_length[i])
+        pairs += last - f
+        if pairs > _FEW_PAIRS:
+            return None
         # C2, as in _plan_at_once: the items overlapped and the neighbours reached.
-        low = max(f - 1 if f == last or _position(mirrored[f]).offset > s else f, base)
-        high = last if f == last or _position(mirrored[last - 1]).end < e else last - 1
-        read = listed[low - base : high + 1 - base]
+        low = max(f - 1 if f == last or table.offset[f] > s else f, base)
+        high = last if f == last or table.end[last - 1] < e else last - 1
+        read = lanes.lists[i][low - base : high + 1 - base]
         if not all(map(operator.is_, read, mirrored[low : low + len(read)])):
             stale.append(i)
             continue
@@ -135,25 +132,30 @@ def _plan_one_by_one(
                 if offset >= computed[i] + e - s:
                     continue
                 raise EncoderOutputMissingError(feature.identifier, req_ids[i])
+            # E2, E3: a (num_embeds, hidden_size) tensor on the device (named after the loop).
+            num_embeds = length if q < 0 else int(embed_rank[q + length])
+            unusable = unusable or (
+                type(output) is not torch.Tensor
+                or output.shape != (num_embeds, hidden_size)
+                or not (output.is_cpu if on_cpu else output.device == device)
+            )
             # G1, G4: position p lands at slot query_start_loc[i] + (p - s).
             slot = query_start_loc[i] + offset + lo - s
             mask[slot : slot + hi - lo] = True if q < 0 else flags[q + lo : q + hi]
             features.append(feature)
+            identifiers.append(feature.identifier)
+            modalities.append(feature.modality)
             outputs.append(output)
-            entries.append(entry)
             row_start.append(span[0])
             row_end.append(span[1])
     if stale:
         return stale
-    _check_outputs(outputs, table.num_embeds[entries].tolist(), features, arena)
-    identifiers, modalities = [f.identifier for f in features], [f.modality for f in features]
+    if unusable:
+        for feature, output in zip(features, outputs, strict=True):
+            check_encoder_output(feature, output, hidden_size, device=device)
     rows = np.array(row_start, dtype=np.int64), np.array(row_end, dtype=np.int64)
     pieces = PlannedPieces(outputs, identifiers, modalities, *rows)
     return MMGatherPlan(mask, pieces, arena)
-
-
-# The placeholder of a mirrored feature (an object-array cell, untyped).
-_position: Callable[[Any], PlaceholderRange] = operator.attrgetter("mm_position")
 
 
 class _Pairs(NamedTuple):
@@ -178,10 +180,23 @@ def _plan_at_once(
     req_ids: list[str],
     batch: CheckedBatch,
     lanes: BatchLanes,
-    windows: _Windows,
+    is_realtime: bool,
 ) -> MMGatherPlan | list[int]:
     """The plan, by whole-array operations; or the batch indices of the stale requests (C2)."""
-    requests, starts, ends, first, last = windows
+    scheduled = batch.num_scheduled_tokens
+    if is_realtime and batch.min_scheduled > 0:  # G3: a realtime model: every request
+        requests = np.arange(batch.num_reqs, dtype=np.int64)
+    else:  # G1: a request with zero scheduled tokens contributes nothing
+        gathers = scheduled > 0
+        if not is_realtime:  # G2: nor does non-realtime decode (s >= prefill_len)
+            gathers &= batch.window_starts < batch.prefill_lens
+        requests = np.flatnonzero(gathers)
+    # G1: request i covers [s, e), s = num_computed_tokens[i] + L, a new array (G9).
+    starts = batch.window_starts[requests]
+    ends = starts + scheduled[requests]
+    # The features ending after s and starting before e: entries [first, last) of the lane.
+    first = table.lane_end.searchsorted(lanes.origin[requests] + starts, side="right")
+    last = table.lane_start.searchsorted(lanes.origin[requests] + ends, side="left")
     if batch.max_scheduled <= 1 and bool((last - first == 1).all()):
         # C2 (decode): a one-position window that meets a feature lies inside it, and in
         # a sorted list of disjoint placeholders no other item can reach it.
