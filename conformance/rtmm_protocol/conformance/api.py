@@ -25,7 +25,7 @@ from rtmm_protocol.conformance.catalog import (
 from rtmm_protocol.conformance.checks.all_checks import implementations
 from rtmm_protocol.conformance.checks.changes import JUDGES, change_life
 from rtmm_protocol.conformance.checks.stateful import life_machine
-from rtmm_protocol.conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED, DEFAULT_TIMEOUT_S
+from rtmm_protocol.conformance.defaults import DEFAULT_SEED
 from rtmm_protocol.conformance.driving.check_run import CheckRun
 from rtmm_protocol.conformance.driving.context import Factory, Mode
 from rtmm_protocol.conformance.driving.factories import Target, factory_spec_of, load_target
@@ -64,44 +64,9 @@ def known_versions() -> list[str]:
     return sorted({c.since for c in CHECKS} | {PROTOCOL_VERSION}, key=version_key)
 
 
-def make_settings(
-    *,
-    device: torch.device | str | None = None,
-    dtype: torch.dtype | str = torch.float32,
-    seed: int = DEFAULT_SEED,
-    examples: int = DEFAULT_EXAMPLES,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    strict: bool = False,
-    version: str = PROTOCOL_VERSION,
-    shrink: bool = True,
-    isolation: str = "auto",
-) -> RunSettings:
-    """Validated run settings; ``ValueError`` names the bad option. ``device=None`` means
-    CUDA where the checks run has it, else the CPU (decided there, never by asking CUDA in
-    this process); ``isolation="fork"`` (0.1's per-check processes) means ``"process"``."""
-    if version not in known_versions():
-        raise ValueError(
-            f"unknown protocol version {version!r}; known: {', '.join(known_versions())}"
-        )
-    return RunSettings(
-        device=torch.device("cpu" if device is None else device),
-        device_is_default=device is None,
-        dtype=parse_dtype(dtype) if isinstance(dtype, str) else dtype,
-        seed=seed,
-        examples=examples,
-        timeout_s=timeout_s,
-        strict=strict,
-        version=version,
-        shrink=shrink,
-        isolation="process" if isolation == "fork" else isolation,
-    )
+class _RunOptions(TypedDict, total=False):
+    """The options :class:`~.settings.RunSettings` takes as they are (its defaults apply)."""
 
-
-class SettingOptions(TypedDict, total=False):
-    """The keyword options of :func:`make_settings`, for functions that pass them on."""
-
-    device: torch.device | str | None
-    dtype: torch.dtype | str
     seed: int
     examples: int
     timeout_s: float
@@ -109,6 +74,37 @@ class SettingOptions(TypedDict, total=False):
     version: str
     shrink: bool
     isolation: str
+
+
+class SettingOptions(_RunOptions, total=False):
+    """The keyword options of :func:`make_settings`, for functions that pass them on."""
+
+    device: torch.device | str | None
+    dtype: torch.dtype | str
+
+
+def make_settings(
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str = torch.float32,
+    **options: Unpack[_RunOptions],
+) -> RunSettings:
+    """Validated run settings; ``ValueError`` names the bad option. ``device=None`` means
+    CUDA where the checks run has it, else the CPU (decided there, never by asking CUDA in
+    this process); ``isolation="fork"`` (0.1's per-check processes) means ``"process"``."""
+    version = options.get("version", PROTOCOL_VERSION)
+    if version not in known_versions():
+        raise ValueError(
+            f"unknown protocol version {version!r}; known: {', '.join(known_versions())}"
+        )
+    if options.get("isolation") == "fork":
+        options["isolation"] = "process"
+    return RunSettings(
+        device=torch.device("cpu" if device is None else device),
+        device_is_default=device is None,
+        dtype=parse_dtype(dtype) if isinstance(dtype, str) else dtype,
+        **options,
+    )
 
 
 def resolve_target(

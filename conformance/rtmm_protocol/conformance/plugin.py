@@ -164,10 +164,6 @@ def _planned_of(nodeid: str) -> tuple[str, str | None]:
     return check, (mode.removesuffix("]") or None)
 
 
-def _session(config: pytest.Config) -> _SuiteSession | None:
-    return config.stash.get(_STATE, None)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Check the options and load the factory (usage errors stop the run here)."""
     if config.getoption("conformance", None) is None:
@@ -179,14 +175,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the worker process the run used."""
-    state = _session(config)
+    state = config.stash.get(_STATE, None)
     if state is not None and state._runner is not None:
         state._runner.close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     """The target, seed and versions, so that a pasted log can be reproduced."""
-    state = _session(config)
+    state = config.stash.get(_STATE, None)
     if state is None:
         return None
     from rtmm_protocol.conformance.catalog import CHECKS, clauses_for, version_key
@@ -285,7 +281,7 @@ class ConformanceItem(pytest.Item):
         import inspect
 
         impl = self.planned.impl
-        code = impl.example if impl.example is not None else impl.run
+        code = impl.example or impl.run
         try:
             source = inspect.getsourcefile(code)
             line = inspect.getsourcelines(code)[1] - 1
@@ -297,7 +293,7 @@ class ConformanceItem(pytest.Item):
 def pytest_collection(session: pytest.Session) -> bool | None:
     """Collect the suite instead of files (not in an xdist controller: workers collect)."""
     config = session.config
-    state = _session(config)
+    state = config.stash.get(_STATE, None)
     if state is None or config.pluginmanager.has_plugin("dsession"):
         return None  # the xdist controller collects nothing; its workers do
     suite = _SuiteCollector.from_parent(session, name=NODE_PREFIX, nodeid=NODE_PREFIX)
@@ -321,7 +317,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Build the report, write the JSON file, and set the exit status of runs that are
     incomplete or (strict) have stale expected-failure entries."""
     config = session.config
-    state = _session(config)
+    state = config.stash.get(_STATE, None)
     if state is None or hasattr(config, "workerinput") or not (state.records or state.planned):
         return  # under xdist the controller alone writes the report
     from rtmm_protocol.conformance.api import report_of
@@ -352,7 +348,7 @@ def pytest_terminal_summary(
     terminalreporter: TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
     """The per-check table and the summary line."""
-    state = _session(config)
+    state = config.stash.get(_STATE, None)
     if state is None or state.report is None:
         return
     report, write = state.report, terminalreporter.write_line

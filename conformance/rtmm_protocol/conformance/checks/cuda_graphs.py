@@ -40,7 +40,7 @@ _GRAPH_STEP = GatherScenario(
 def _graph_replay(run: CheckRun) -> None:
     step = prepare_real_step(run, _GRAPH_STEP)
     target = step.built.target
-    ctx = step.built.parts.ctx
+    ctx = step.built.ctx
     device = run.device
     n = step.batch.num_tokens_after_padding
     generator = torch.Generator().manual_seed(run.settings.seed)

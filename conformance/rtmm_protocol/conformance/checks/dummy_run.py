@@ -67,7 +67,7 @@ def _views(run: CheckRun, target: object, sizes: list[int]) -> dict[int, torch.T
 )
 def _shape(run: CheckRun) -> None:
     built = run.build()
-    ctx = built.parts.ctx
+    ctx = built.ctx
     top = _max_tokens(run, built.target)
     for n, view in _views(run, built.target, list(range(top + 1))).items():
         problems = []
@@ -182,7 +182,7 @@ def _no_encoder(run: CheckRun) -> None:
     target = step.built.target
     top = _max_tokens(run, target)
     _views(run, target, sorted({0, 1, top // 2, top}))
-    calls = len(step.encoder_log.calls)
+    calls = len(step.built.encoder_log.calls)
     cache = step.built.cache
     touched = {
         "mm_features": sorted(

@@ -111,7 +111,7 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
         # An empty input cannot be told apart from another empty one once the state has
         # batched or sliced it; for such an item the cached output below is the evidence.
         empty = step.inputs[identifier].numel() == 0
-        if not empty and step.encoder_log.encoded(step.inputs[identifier]) == 0:
+        if not empty and step.built.encoder_log.encoded(step.inputs[identifier]) == 0:
             raise CheckFailure(
                 f"scheduled item {identifier!r} (with data, not cached) was not encoded",
                 expected=f"model.embed_multimodal(**data) called for {identifier!r}",
@@ -146,7 +146,7 @@ def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
     cached_before = {i: id(_cached(step, i)) for i in step.precached}
     step.attempt()  # what is encoded is judged, not what happens after
-    log = step.encoder_log
+    log = step.built.encoder_log
     # Empty inputs are not identifiable in the log (see R1-encodes-scheduled-items); a
     # cached output that was replaced still shows below.
     known = {i: t for i, t in step.inputs.items() if t.numel() > 0}
@@ -188,7 +188,7 @@ def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
 def _padded_slice(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
     result = step.get_mm_embeddings(run)
-    ctx = step.built.parts.ctx
+    ctx = step.built.ctx
     wanted = (step.batch.num_tokens_after_padding, ctx.hidden_size)
     if tuple(result.shape) != wanted or result.dtype != ctx.dtype:
         raise CheckFailure(

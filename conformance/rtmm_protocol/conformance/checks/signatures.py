@@ -81,7 +81,7 @@ def _protocol_members(run: CheckRun) -> None:
         if name in get_protocol_members(protocol) and not callable(getattr(target, name)):
             problems.append(f"{name} is not callable")
     if built.kind == "model_state":
-        ctx = built.parts.ctx
+        ctx = built.ctx
         expected_types: dict[str, type | tuple[type, ...]] = {
             "is_realtime": bool,
             "supports_mm_inputs": bool,

@@ -257,7 +257,7 @@ def life_machine(
             call = call_gather(
                 self.built.target,
                 self.built.kind,
-                self.built.parts.model,
+                self.built.model,
                 cache,
                 scenario,
                 run.device,
@@ -278,7 +278,7 @@ def life_machine(
         @replayable
         def dummy_run(self, size: int) -> None:
             target = self.built.target
-            log = self.built.parts.encoder_log
+            log = self.built.encoder_log
             cache = self.built.cache
             calls = len(log.calls)
             cache.forget()

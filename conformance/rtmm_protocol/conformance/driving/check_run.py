@@ -27,7 +27,6 @@ from rtmm_protocol.conformance.driving.factories import detect_kind
 from rtmm_protocol.conformance.driving.gather_call import GatherCall, call_gather, describe_error
 from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckSkipped
 from rtmm_protocol.conformance.settings import DTYPES, RunSettings
-from rtmm_protocol.testing.instruments import InstrumentedEncoderCache
 from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
@@ -37,17 +36,11 @@ _R = TypeVar("_R")
 
 
 @dataclass
-class Built:
-    """A freshly built target with its context, instrumented model and cache."""
+class Built(ContextParts):
+    """A freshly built target, next to its context, instrumented model and cache."""
 
-    parts: ContextParts
     target: object
     kind: TargetKind
-
-    @property
-    def cache(self) -> InstrumentedEncoderCache:
-        """The context's instrumented encoder cache."""
-        return self.parts.cache
 
 
 @dataclass(kw_only=True, eq=False)
@@ -107,7 +100,7 @@ class CheckRun:
                     expected=self.kind,
                     seen=kind,
                 )
-            return Built(parts=parts, target=target, kind=kind)
+            return Built(parts.ctx, parts.model, parts.encoder_log, parts.cache, target, kind)
         raise CheckSkipped("the factory does not support this mode (" + "; ".join(refusals) + ")")
 
     def build_loaded(self, scenario: GatherScenario) -> Built:
@@ -121,7 +114,7 @@ class CheckRun:
         return call_gather(
             built.target,
             built.kind,
-            built.parts.model,
+            built.model,
             built.cache,
             scenario,
             self.device,

@@ -69,10 +69,6 @@ class GatherCall:
         """``total_num_scheduled_tokens`` of the call."""
         return self.scenario.num_tokens
 
-    def raised(self) -> bool:
-        """Whether the target raised."""
-        return self.error is not None
-
     def unpack(self) -> Gathered:
         """The result as pieces and mask (moved to the CPU, cut to the scheduled slots: its
         type and shape are G4's business), or a :class:`CheckFailure` saying what is wrong."""

@@ -12,7 +12,6 @@ import torch
 from rtmm_protocol.conformance.driving.check_run import Built, CheckRun
 from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
-from rtmm_protocol.testing.instruments import EncoderCallLog
 from rtmm_protocol.testing.request_states import request_states_for
 from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.testing.toy_models import ToyRealtimeModel, ToyReplaceModel, make_input_features
@@ -28,7 +27,6 @@ class RealStep:
     scenario: GatherScenario
     batch: ReferenceInputBatch
     model: ToyReplaceModel | ToyRealtimeModel
-    encoder_log: EncoderCallLog
     #: req_id -> indices into the request's features, as ``get_mm_embeddings`` takes them.
     scheduled: dict[str, list[int]] = field(default_factory=dict)
     #: identifier -> the encoder input of the feature (absent for features without data).
@@ -69,7 +67,7 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
     output now (with ``no_data``, every other one loses its ``data``); every feature of a
     batch request is scheduled, so no needed output can be missing."""
     built = run.build(hidden_size=scenario.hidden_size)
-    model = built.parts.model
+    model = built.model
     if not isinstance(model, (ToyReplaceModel, ToyRealtimeModel)):
         raise TypeError("a real step needs a multimodal model")
     cache = built.cache
@@ -78,7 +76,6 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
         scenario=scenario,
         batch=scenario.input_batch(run.device),
         model=model,
-        encoder_log=built.parts.encoder_log,
     )
     batch_ids = set(scenario.req_ids)
     with cache.paused():
@@ -105,6 +102,6 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
             cache.add_request(request.req_id, features)
             if request.req_id in batch_ids and features:
                 step.scheduled[request.req_id] = list(range(len(features)))
-    step.encoder_log.calls.clear()
+    step.built.encoder_log.calls.clear()
     cache.forget()
     return step

@@ -4,7 +4,7 @@ reported *blocked* instead of waited out (a check that never calls it runs as us
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -79,20 +79,16 @@ class HangGuard:
                     original = getattr(target, method, None)
                     if original is None:
                         continue
+                    blocked = functools.wraps(original)(functools.partial(self._block, hang))
                     try:
-                        setattr(target, method, functools.wraps(original)(self._blocker(hang)))
+                        setattr(target, method, blocked)
                     except (AttributeError, TypeError):  # slots or a frozen object
                         self._block(hang)
             return target
 
         return build
 
-    def _blocker(self, hang: Hang) -> Callable[..., object]:
-        def blocked(*args: object, **kwargs: object) -> object:
-            self._block(hang)
-
-        return blocked
-
-    def _block(self, hang: Hang) -> NoReturn:
+    def _block(self, hang: Hang, *_args: object, **_kwargs: object) -> NoReturn:
+        """Note that the running check needed ``hang``'s entry point, and refuse the call."""
         self.hit = hang
         raise TargetBlocked(hang.reason())

@@ -47,11 +47,7 @@ __all__ = [
 def environment_info(device: torch.device, *, name_device: bool = False) -> dict[str, str]:
     """Package, protocol, torch, CUDA (torch's build) and Python versions, and the device.
     ``name_device`` adds a CUDA device's name, which initialises CUDA: only a worker may."""
-    if name_device and device.type == "cuda":
-        return {
-            **environment_info(device),
-            "device": f"{device} ({torch.cuda.get_device_name(device)})",
-        }
+    named = name_device and device.type == "cuda"
     return {
         "rtmm_protocol": __version__,
         "protocol": PROTOCOL_VERSION,
@@ -59,7 +55,7 @@ def environment_info(device: torch.device, *, name_device: bool = False) -> dict
         "cuda": torch.version.cuda or "none",
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
-        "device": str(device),
+        "device": f"{device} ({torch.cuda.get_device_name(device)})" if named else str(device),
     }
 
 

@@ -22,6 +22,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rtmm_protocol.conformance.reporting.causes import Frame
@@ -182,8 +183,7 @@ class WorkerProcess:
         _stop(self._live, at_once=True)
 
     def _read_trace(self) -> str:
-        with open(self._trace.name, encoding="utf-8", errors="replace") as trace:
-            return trace.read()
+        return Path(self._trace.name).read_text(encoding="utf-8", errors="replace")
 
 
 #: Where checks run: a worker process, or this process.
