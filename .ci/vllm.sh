@@ -12,6 +12,8 @@
 #
 #   bash .ci/vllm.sh                                # every tested release
 #   RTMM_VLLM_VERSIONS=0.33.0 bash .ci/vllm.sh      # some of them
+#   bash .ci/vllm.sh --install-first                # only install the first one (and the
+#                                                   # project): .ci/run starts this early
 #
 # Reports: .ci/vllm-VERSION-LEVEL.json.
 set -euo pipefail
@@ -60,9 +62,11 @@ suites() {
   if [ "$version" = "$REPORTED" ]; then
     for level in model-state encoder-runner; do
       "$PY" examples/engine_reports/compare.py "examples/engine_reports/reports/vllm-$level.json" \
-        ".ci/vllm-$version-$level.json"
+        ".ci/vllm-$version-$level.json" || status=1
     done
   fi
+  # Called as `suites V || ...`, where set -e is off: every failure is in the status.
+  return "$status"
 }
 
 # pip lists every requirement of vLLM that the CPU-only install leaves out (a CUDA torch,
@@ -79,13 +83,22 @@ for version in $VERSIONS; do
     timed quiet_pip "$PY" -m pip install --disable-pip-version-check -q -e ".[conformance]"
     installed_project=1
   fi
+  [ "${1:-}" != --install-first ] || exit 0
   "$PY" -c "import vllm, torch, rtmm_protocol; print('vllm', vllm.__version__, '| torch', torch.__version__, '| rtmm-protocol', rtmm_protocol.__version__)"
 
-  step "the vLLM adapter's tests against vLLM $version"
-  timed "$PY" -m pytest tests/test_vllm_adapter.py tests/suite/test_engine_examples.py \
-    -p no:cacheprovider -q
-
-  suites "$version"
+  # The adapter's tests run beside the two suite runs: all three mostly wait on one core.
+  start=$SECONDS
+  "$PY" -m pytest tests/test_vllm_adapter.py tests/suite/test_engine_examples.py \
+    -p no:cacheprovider -q >"$LOGS/adapter-$version.log" 2>&1 &
+  adapter=$!
+  suites_status=0
+  suites "$version" || suites_status=$?
+  adapter_status=0
+  wait "$adapter" || adapter_status=$?
+  step "the vLLM adapter's tests against vLLM $version (run beside the suites: $(( SECONDS - start )) s for all)"
+  tail -n 25 "$LOGS/adapter-$version.log"
+  [ "$adapter_status" = 0 ] || { echo "vllm.sh: the adapter's tests failed against vLLM $version" >&2; exit 1; }
+  [ "$suites_status" = 0 ] || exit 1
 done
 
 echo
