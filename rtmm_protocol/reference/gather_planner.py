@@ -33,8 +33,8 @@ __all__ = ["plan_gather"]
 _I64 = npt.NDArray[np.int64]
 _BOOL = npt.NDArray[np.bool_]
 # Steps of several tokens per request, at most this many requests and pairs, are planned
-# one by one: each numpy call costs about a microsecond whatever its length, and 5 to 20
-# on a step that evicted the CPU caches, which the one-by-one path makes few of.
+# one by one: each numpy call costs about a microsecond whatever its length, and 5 to 30
+# after a step evicted the CPU caches; the one-by-one path makes a handful of them.
 _FEW_REQUESTS, _FEW_PAIRS = 64, 48
 _SHAPE = operator.attrgetter("shape")
 _DEVICE = operator.attrgetter("device")
