@@ -86,16 +86,14 @@ def _plan_one_by_one(
     embed_base, embed_rank = table.embed_base, table.embed_rank
     features: list[MultiModalFeature] = []
     outputs: list[torch.Tensor] = []
-    identifiers: list[str] = []
-    modalities: list[str] = []
+    num_embeds: list[int] = []
     row_start: list[int] = []
     row_end: list[int] = []
     stale: list[int] = []
     scheduled, prefill_lens = batch.num_scheduled_tokens.tolist(), batch.prefill_lens.tolist()
     query_start_loc, computed = batch.query_start_loc.tolist(), batch.num_computed_tokens.tolist()
     lane_length: list[int] = lanes.length.tolist()
-    hidden_size, device = arena.hidden_size, arena.storage.device
-    on_cpu, pairs, unusable = device.type == "cpu", 0, False
+    pairs = 0
     columns = (batch.window_starts.tolist(), lanes.origin.tolist(), lanes.first.tolist())
     for i, (s, origin, base) in enumerate(zip(*columns, strict=True)):
         # G1: nothing scheduled, nothing gathered; G2, G3: only a realtime model gathers
@@ -132,27 +130,19 @@ def _plan_one_by_one(
                 if offset >= computed[i] + e - s:
                     continue
                 raise EncoderOutputMissingError(feature.identifier, req_ids[i])
-            # E2, E3: a (num_embeds, hidden_size) tensor on the device (named after the loop).
-            num_embeds = length if q < 0 else int(embed_rank[q + length])
-            unusable = unusable or (
-                type(output) is not torch.Tensor
-                or output.shape != (num_embeds, hidden_size)
-                or not (output.is_cpu if on_cpu else output.device == device)
-            )
             # G1, G4: position p lands at slot query_start_loc[i] + (p - s).
             slot = query_start_loc[i] + offset + lo - s
             mask[slot : slot + hi - lo] = True if q < 0 else flags[q + lo : q + hi]
             features.append(feature)
-            identifiers.append(feature.identifier)
-            modalities.append(feature.modality)
             outputs.append(output)
+            # E2, E3: the rows its output must have (checked after the loop).
+            num_embeds.append(length if q < 0 else int(embed_rank[q + length]))
             row_start.append(span[0])
             row_end.append(span[1])
     if stale:
         return stale
-    if unusable:
-        for feature, output in zip(features, outputs, strict=True):
-            check_encoder_output(feature, output, hidden_size, device=device)
+    _check_outputs(outputs, num_embeds, features, arena)
+    identifiers, modalities = [f.identifier for f in features], [f.modality for f in features]
     rows = np.array(row_start, dtype=np.int64), np.array(row_end, dtype=np.int64)
     pieces = PlannedPieces(outputs, identifiers, modalities, *rows)
     return MMGatherPlan(mask, pieces, arena)
@@ -195,8 +185,9 @@ def _plan_at_once(
     starts = batch.window_starts[requests]
     ends = starts + scheduled[requests]
     # The features ending after s and starting before e: entries [first, last) of the lane.
-    first = table.lane_end.searchsorted(lanes.origin[requests] + starts, side="right")
-    last = table.lane_start.searchsorted(lanes.origin[requests] + ends, side="left")
+    origin = lanes.origin[requests]
+    first = table.lane_end.searchsorted(origin + starts, side="right")
+    last = table.lane_start.searchsorted(origin + ends, side="left")
     if batch.max_scheduled <= 1 and bool((last - first == 1).all()):
         # C2 (decode): a one-position window that meets a feature lies inside it, and in
         # a sorted list of disjoint placeholders no other item can reach it.
