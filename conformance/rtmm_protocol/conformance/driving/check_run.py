@@ -100,7 +100,7 @@ class CheckRun:
                     expected=self.kind,
                     seen=kind,
                 )
-            return Built(parts.ctx, parts.model, parts.encoder_log, parts.cache, target, kind)
+            return Built(**vars(parts), target=target, kind=kind)
         raise CheckSkipped("the factory does not support this mode (" + "; ".join(refusals) + ")")
 
     def build_loaded(self, scenario: GatherScenario) -> Built:
