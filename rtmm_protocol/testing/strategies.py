@@ -4,7 +4,10 @@
 sit on feature edges, with ``is_embed`` masks, look-ahead, padding and cache misses. It
 can be narrowed to one *family* (windows all in the prompt, all past it, no masks, one
 request...): the conformance checks use the narrowing so that each check exercises its
-own clause, and a fault in another clause cannot make it fail. Needs ``hypothesis``.
+own clause, and a fault in another clause cannot make it fail. By default every batch is
+in the contract's *domain*, what an engine's scheduler produces: each request has at least
+one scheduled token; ``zero_scheduled=True`` (or :func:`with_zero_scheduled`) draws the
+zero-token requests that robustness speaks of. Needs ``hypothesis``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ __all__ = [
 ]
 
 #: Where request windows start relative to the prompt: ``prefill`` keeps every window
-#: start before ``prefill_len``, ``decode`` at or past it, ``mixed`` picks one of the two
-#: per request and ``any`` draws ``prefill_len`` freely.
+#: start before ``prefill_len``, ``decode`` at or past it, ``mixed`` draws steps of every
+#: kind (every request in its prompt, every request decoding, or each request either way)
+#: and ``any`` draws ``prefill_len`` freely.
 WindowKind = Literal["any", "prefill", "decode", "mixed"]
 WINDOW_KINDS: tuple[WindowKind, ...] = ("any", "prefill", "decode", "mixed")
 
@@ -95,10 +99,11 @@ def _window(
     features: tuple[FeatureSpec, ...],
     lookahead: int,
     max_scheduled: int,
+    min_scheduled: int,
 ) -> tuple[int, int]:
     """``(num_computed_tokens, num_scheduled_tokens)``, often on a feature's edge."""
     span = max((f.offset + f.length for f in features), default=0)
-    scheduled = draw(st.integers(0, max_scheduled))
+    scheduled = draw(st.integers(min_scheduled, max(min_scheduled, max_scheduled)))
     anchor = draw(st.sampled_from(_ANCHORS)) if features else "free"
     if anchor == "free":
         return draw(st.integers(0, span + 6)), scheduled
@@ -152,15 +157,17 @@ def gather_scenarios(
     masks: bool = True,
     min_requests: int = 0,
     max_padding: int = 3,
+    zero_scheduled: bool = False,
 ) -> GatherScenario:
     """Random gather scenarios: mixed prefill and decode, chunks crossing features, masks.
 
     Windows are drawn near the features (just before, across, just after, and past the
     prompt) so boundaries are hit often; prompts sometimes end inside a feature and
     realtime-style features sit past the prompt. ``windows`` places every window start
-    in the prompt, past it, or either per request (see :data:`WindowKind`); ``masks=False``
-    leaves every ``is_embed`` unset; ``cache_miss_rate`` is the chance that a feature's
-    output is not cached.
+    in the prompt, past it, or mixes steps of every kind (see :data:`WindowKind`);
+    ``masks=False`` leaves every ``is_embed`` unset; ``cache_miss_rate`` is the chance that a
+    feature's output is not cached; ``zero_scheduled`` lets requests have no scheduled
+    token, which an engine's scheduler never sends (robustness, not the contract's domain).
     """
     if windows not in WINDOW_KINDS:
         raise ValueError(f"windows must be one of {WINDOW_KINDS}, got {windows!r}")
@@ -170,13 +177,20 @@ def gather_scenarios(
         )
     lookahead = draw(st.sampled_from(lookaheads))
     num_requests = draw(st.integers(min_requests, max_requests))
+    # A mixed step is, in turn, all prompt chunks, all decode steps (the steady state of
+    # realtime serving), or a mix request by request.
+    step: WindowKind = windows
+    if windows == "mixed":
+        step = draw(st.sampled_from(("prefill", "decode", "mixed")))
     requests = []
     for i in range(num_requests):
         features = draw(_features(i, max_features, cache_miss_rate, masks))
         span = max((f.offset + f.length for f in features), default=0)
-        computed, scheduled = draw(_window(features, lookahead, max_scheduled))
+        computed, scheduled = draw(
+            _window(features, lookahead, max_scheduled, 0 if zero_scheduled else 1)
+        )
         start = computed + lookahead
-        prefill_len = draw(_prefill_len(windows, start, computed + scheduled, span))
+        prefill_len = draw(_prefill_len(step, start, computed + scheduled, span))
         requests.append(
             RequestSpec(
                 req_id=f"req-{i}",

@@ -4,7 +4,6 @@ user's own test, and the replays (in this process) of what a failure message sho
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,7 +29,7 @@ from rtmm_protocol.conformance.driving.check_run import CheckRun
 from rtmm_protocol.conformance.driving.context import Factory, Mode
 from rtmm_protocol.conformance.driving.factories import Target, factory_spec_of, load_target
 from rtmm_protocol.conformance.reporting.report import ConformanceReport
-from rtmm_protocol.conformance.reporting.results import CheckResult, ConformanceWarning, Outcome
+from rtmm_protocol.conformance.reporting.results import CheckResult
 from rtmm_protocol.conformance.reporting.xfail import XfailFile, parse_xfail_file
 from rtmm_protocol.conformance.running.runner import PlannedCheck, SuiteRunner, open_runner
 from rtmm_protocol.conformance.running.verdict import probe_target
@@ -71,6 +70,7 @@ class _RunOptions(TypedDict, total=False):
     examples: int
     timeout_s: float
     strict: bool
+    fail_on: str | None
     version: str
     shrink: bool
     isolation: str
@@ -185,9 +185,11 @@ def report_of(
     else:
         left_out = ", ".join(c for c in CLAUSES if c not in clauses_for(kind))
         notes = [f"clauses not applicable to a {kind} target: {left_out}"] if left_out else []
+    baseline = runner.target.baseline_label if runner.target.baseline is not None else ""
     return ConformanceReport(
         target=runner.target.spec,
-        baseline=runner.target.baseline_label if runner.target.baseline is not None else "",
+        baseline=baseline,
+        fail_on=runner.settings.fails_on(bool(baseline)),
         kind=kind,
         settings=settings_summary(runner.settings),
         environment=runner.environment,
@@ -202,7 +204,7 @@ def report_of(
 
 def settings_summary(settings: RunSettings) -> dict[str, object]:
     """The settings as JSON-ready data."""
-    plain = ("seed", "examples", "timeout_s", "strict", "version")
+    plain = ("seed", "examples", "timeout_s", "strict", "fail_on", "version")
     return {
         **{key: getattr(settings, key) for key in plain},
         "dtype": str(settings.dtype).removeprefix("torch."),
@@ -219,16 +221,10 @@ class _BoundCheck:
     planned: PlannedCheck
 
     def __call__(self) -> None:
-        import pytest
+        from rtmm_protocol.conformance.pytest_outcome import raise_verdict
 
         result = self.runner.judged(self.planned)
-        if result.outcome is Outcome.FAILED:
-            pytest.fail(result.details or result.reason, pytrace=False)
-        elif result.outcome in (Outcome.SKIPPED, Outcome.BLOCKED):
-            pytest.skip(f"{result.outcome.value}: {result.reason}")
-        elif result.outcome is Outcome.WARNING:
-            warning = ConformanceWarning(f"{self.planned.label} (SHOULD): {result.reason}")
-            warnings.warn(warning, stacklevel=2)
+        raise_verdict(result, fail_on=self.runner.settings.fails_on(False))
 
 
 def parametrize_with_checks(

@@ -17,10 +17,12 @@ __all__ = [
     "CHECKS_BY_ID",
     "CLAUSES",
     "LEVELS",
+    "PROFILES",
     "TARGET_KINDS",
     "Area",
     "CheckInfo",
     "Level",
+    "Profile",
     "TargetKind",
     "DEFAULT_SINCE",
     "DEFAULT_TARGETS",
@@ -32,6 +34,11 @@ __all__ = [
 ]
 
 Level = Literal["MUST", "SHOULD"]
+#: What a check judges: the ``contract`` (behaviour on the inputs an engine's scheduler and
+#: runner produce, its domain) or ``robustness`` (behaviour outside it: zero-token requests,
+#: malformed input, text-only dummy runs, the realtime guard's edge cases, over-size runs).
+#: Robustness is SHOULD for third-party implementations and MUST for the bundled reference.
+Profile = Literal["contract", "robustness"]
 #: Spec areas the checks are grouped by, each the module ``checks/<area>.py``, in report order.
 Area = Literal[
     "signatures", "gather", "stateful", "changes", "dummy_run", "real_path", "cuda_graphs", "errors"
@@ -41,6 +48,7 @@ TargetKind = Literal["model_state", "gatherer"]
 
 #: Requirement levels, strongest first.
 LEVELS: Final[tuple[Level, ...]] = get_args(Level)
+PROFILES: Final[tuple[Profile, ...]] = get_args(Profile)
 AREAS: Final[tuple[Area, ...]] = get_args(Area)
 TARGET_KINDS: Final[tuple[TargetKind, ...]] = get_args(TargetKind)
 
@@ -48,7 +56,8 @@ TARGET_KINDS: Final[tuple[TargetKind, ...]] = get_args(TargetKind)
 @dataclass(frozen=True)
 class CheckInfo:
     """What one check requires. ``id`` starts with its clause (``G5-rows-match-mask``);
-    ``since`` is the protocol version that introduced it; ``targets`` the kinds it applies to."""
+    ``since`` is the protocol version that introduced it; ``targets`` the kinds it applies to;
+    ``profile`` whether it judges the contract or robustness."""
 
     id: str
     clause: str
@@ -57,6 +66,7 @@ class CheckInfo:
     statement: str
     since: str
     targets: tuple[TargetKind, ...]
+    profile: Profile = "contract"
     #: Line of the check's decorator in ``checks/<area>.py`` (for messages; not compared).
     line: int = field(default=0, compare=False)
 
@@ -113,7 +123,7 @@ def _literal(node: ast.expr, where: str) -> object:
         return ast.literal_eval(node)
     except ValueError:
         raise RuntimeError(
-            f"{where}: a check's ID, level, statement, targets and since must be literals "
+            f"{where}: a check's ID, level, statement, targets, since and profile must be literals "
             "in its decorator (the catalog reads them from the source)"
         ) from None
 
@@ -138,11 +148,16 @@ def _decorated_checks(area: Area, source: str, filename: str) -> list[CheckInfo]
         options = {
             k.arg: _literal(k.value, where)
             for k in decorator.keywords
-            if k.arg in ("targets", "since")
+            if k.arg in ("targets", "since", "profile")
         }
         targets = options.get("targets", DEFAULT_TARGETS)
+        profile = options.get("profile", "contract")
         if level not in LEVELS or not isinstance(check_id, str):
             raise RuntimeError(f"{where}: level must be one of {LEVELS}, got {level!r}")
+        if profile not in PROFILES:
+            raise RuntimeError(f"{where}: profile must be one of {PROFILES}, got {profile!r}")
+        if profile == "robustness" and level != "SHOULD":
+            raise RuntimeError(f"{where}: a robustness check is SHOULD for third parties")
         if not isinstance(targets, tuple) or not set(targets) <= set(TARGET_KINDS):
             raise RuntimeError(f"{where}: targets must be a tuple of {TARGET_KINDS}")
         found.append(
@@ -154,6 +169,7 @@ def _decorated_checks(area: Area, source: str, filename: str) -> list[CheckInfo]
                 statement=str(statement),
                 since=str(options.get("since", DEFAULT_SINCE)),
                 targets=cast(tuple[TargetKind, ...], targets),
+                profile=profile,
                 line=decorator.lineno,
             )
         )

@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_TIMEOUT_S",
     "DTYPE_NAMES",
+    "FAIL_ON",
     "ISOLATIONS",
     "NODE_PREFIX",
     "REFERENCE_MODEL_STATE",
@@ -27,6 +28,11 @@ DTYPE_NAMES: Final = ("float32", "float16", "bfloat16")
 #: check), ``off`` (the calling process), ``auto`` (``process`` unless the factory cannot
 #: be sent to another process).
 ISOLATIONS: Final = ("auto", "process", "off")
+
+#: What makes a run fail: ``own`` contract failures only (the default for a target with a
+#: baseline, such as a vLLM class), every ``contract`` failure (the default otherwise), or
+#: ``all``: robustness and SHOULD failures too (the strict profile, ``--conformance-strict``).
+FAIL_ON: Final = ("own", "contract", "all")
 
 #: The factory ``pytest --conformance`` checks when given no value.
 REFERENCE_MODEL_STATE: Final = "rtmm_protocol.conformance.targets:reference_model_state"

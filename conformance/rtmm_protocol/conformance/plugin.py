@@ -5,7 +5,6 @@ from files that a project's settings could hide."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
     from rtmm_protocol.conformance.running.runner import PlannedCheck, SuiteRunner
 
 __all__ = [
-    "ConformanceFailedError",
     "ConformanceItem",
     "pytest_addoption",
     "pytest_collection",
@@ -39,7 +37,9 @@ _STATE = pytest.StashKey["_SuiteSession"]()
 #: The user property that carries an item's verdict, as ``CheckResult.to_json()``.
 _RECORD = "rtmm_result"
 #: The options that are :func:`~.api.make_settings` keywords (``--conformance-KEY``).
-_SETTINGS = ("device", "dtype", "seed", "examples", "timeout_s", "strict", "version", "isolation")
+_SETTINGS = (
+    "device", "dtype", "seed", "examples", "timeout_s", "strict", "fail_on", "version", "isolation"
+)  # fmt: skip
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,7 +64,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS", dest="conformance_timeout_s",
         help=f"time limit of one check in one mode (default: {defaults.DEFAULT_TIMEOUT_S:g})")
     add("--conformance-strict", action="store_true", default=False,
-        help="fail the run on SHOULD failures and stale expected-failure entries")
+        help="the strict profile: fail the run on robustness and SHOULD failures and on "
+        "stale expected-failure entries too (the same as --conformance-fail-on=all)")
+    add("--conformance-fail-on", default=None, choices=defaults.FAIL_ON,
+        help="what fails the run: own (your own contract failures; the default for a target "
+        "with a baseline, such as vllm:MODULE:CLASS), contract (every contract failure; the "
+        "default otherwise) or all (robustness and SHOULD failures too)")
     add("--conformance-xfail", default=None, metavar="FILE",
         help="expected failures: one clause or check ID per line, then the reason")
     add("--conformance-report", default=None, metavar="PATH", help="write the JSON report to PATH")
@@ -107,6 +112,9 @@ class _SuiteSession:
             self.xfail = parse_xfail_file(Path(here, xfail), xfail) if xfail else None
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
+        #: The class the target derives from ("" if none), and what fails the run.
+        self.baseline = self.target.baseline_label if self.target.baseline is not None else ""
+        self.fail_on = self.settings.fails_on(bool(self.baseline))
         self.selection = _node_selection(config)
         #: The (check, mode) items selected to run, as collected (by a worker under xdist).
         self.planned: list[tuple[str, str | None]] = []
@@ -209,7 +217,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"  target:   {target}",
         f"  clauses:  {applies}",
         f"  seed:     {settings.seed} (--conformance-seed)   examples: {settings.examples}   "
-        f"timeout: {settings.timeout_s:g} s   strict: {'yes' if settings.strict else 'no'}",
+        f"timeout: {settings.timeout_s:g} s   fail on: {state.fail_on} (--conformance-fail-on)",
         f"  protocol: {env['protocol']} (scored against the {settings.version} requirement set"
         + (f"; {len(newer)} newer checks not run" if newer else "")
         + ")",
@@ -230,10 +238,6 @@ class _SuiteCollector(pytest.Collector):
         ]
 
 
-class ConformanceFailedError(Exception):
-    """A check failed; the message is the full explanation, shown without a traceback."""
-
-
 class ConformanceItem(pytest.Item):
     """One check in one mode."""
 
@@ -245,9 +249,9 @@ class ConformanceItem(pytest.Item):
 
     def runtest(self) -> None:
         """Run the check (or fetch its result) and turn the verdict into pytest's terms."""
+        from rtmm_protocol.conformance.pytest_outcome import raise_verdict
         from rtmm_protocol.conformance.reporting.causes import key_digest
         from rtmm_protocol.conformance.reporting.report import rerun_command
-        from rtmm_protocol.conformance.reporting.results import ConformanceWarning, Outcome
 
         state = self.config.stash[_STATE]
         result = state.runner.judged(self.planned, state.xfail)
@@ -255,23 +259,20 @@ class ConformanceItem(pytest.Item):
         if result.cause_key:
             cause = f"{key_digest(result.cause_key)}: {result.cause_title}"
             self.user_properties.append(("cause", cause))
-        if result.outcome is Outcome.FAILED:
-            settings = state.settings
-            command = rerun_command(state.spec, settings.seed, str(settings.device), self.name)
-            raise ConformanceFailedError(f"{result.details or result.reason}\nrerun: {command}")
-        if result.outcome in (Outcome.SKIPPED, Outcome.BLOCKED):
-            # Reported at the check (not at this line), as pytest does for skip marks.
-            raise pytest.skip.Exception(result.reason, _use_item_location=True)
-        if result.outcome is Outcome.XFAILED:
-            pytest.xfail(result.reason)
-        if result.outcome is Outcome.WARNING:
-            warning = ConformanceWarning(f"{self.name} (SHOULD): {result.reason}")
-            warnings.warn(warning, stacklevel=1)
+        settings = state.settings
+        raise_verdict(
+            result,
+            fail_on=state.fail_on,
+            baseline=state.baseline,
+            rerun=rerun_command(state.spec, settings.seed, str(settings.device), self.name),
+        )
 
     def repr_failure(
         self, excinfo: ExceptionInfo[BaseException], style: object = None
     ) -> str | TerminalRepr:
         """The check's own explanation; a traceback only for errors of the suite itself."""
+        from rtmm_protocol.conformance.pytest_outcome import ConformanceFailedError
+
         if isinstance(excinfo.value, ConformanceFailedError):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
@@ -315,7 +316,7 @@ def _picks(wanted: str, nodeid: str) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Build the report, write the JSON file, and set the exit status of runs that are
-    incomplete or (strict) have stale expected-failure entries."""
+    incomplete, or that fail by ``--conformance-fail-on`` though no item failed."""
     config = session.config
     state = config.stash.get(_STATE, None)
     if state is None or hasattr(config, "workerinput") or not (state.records or state.planned):
@@ -339,8 +340,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         report.write_json(Path(config.invocation_params.dir, path))
     if session.exitstatus == 0 and not report.complete:
         session.exitstatus = pytest.ExitCode.INTERRUPTED
-    stale = report.stale_expected_failures or report.unknown_expected_failures
-    if state.settings.strict and stale and session.exitstatus == 0:
+    # Blocked checks and (strict) stale entries fail the run though no item failed.
+    if report.fails_run and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -13,6 +13,7 @@ from rtmm_protocol.conformance.defaults import (
     DEFAULT_SEED,
     DEFAULT_TIMEOUT_S,
     DTYPE_NAMES,
+    FAIL_ON,
     ISOLATIONS,
 )
 
@@ -60,7 +61,12 @@ class RunSettings:
     seed: int = DEFAULT_SEED
     examples: int = DEFAULT_EXAMPLES
     timeout_s: float = DEFAULT_TIMEOUT_S
+    #: The strict profile: robustness and SHOULD failures fail too, as do stale
+    #: expected-failure entries (``fail_on == "all"``).
     strict: bool = False
+    #: What fails the run: one of :data:`FAIL_ON`; ``None`` for the default, ``own`` when
+    #: the target has a baseline and ``contract`` otherwise (see :meth:`fails_on`).
+    fail_on: str | None = None
     version: str = PROTOCOL_VERSION
     #: Shrink failing examples (off only where detection is all that matters).
     shrink: bool = True
@@ -77,10 +83,27 @@ class RunSettings:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.dtype not in MERGE_TOLERANCES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
+        if self.fail_on == "all" and not self.strict:
+            object.__setattr__(self, "strict", True)  # one setting, two spellings
+        if self.fail_on is not None and self.fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
+        if self.strict and self.fail_on not in (None, "all"):
+            raise ValueError(
+                f"strict fails the run on every failure, which fail_on={self.fail_on!r} "
+                "contradicts; give one of them"
+            )
         if self.isolation not in ISOLATIONS:
             raise ValueError(
                 f"isolation must be one of {', '.join(ISOLATIONS)}, got {self.isolation!r}"
             )
+
+    def fails_on(self, has_baseline: bool) -> str:
+        """What fails the run, the default resolved: ``all`` when strict; else ``own`` for
+        a target with a baseline (its inherited failures are the baseline's), ``contract``
+        for any other."""
+        if self.strict or self.fail_on == "all":
+            return "all"
+        return self.fail_on or ("own" if has_baseline else "contract")
 
     @property
     def tolerance(self) -> Tolerance:

@@ -60,7 +60,7 @@ WINDOW_CASES = (
     _s(_r("a", 20, 0, 4, _f("a0", 2, 2)), _r("b", 20, 1, 3, _f("b0", 4, 2)), lookahead=2),
     _s(_r("a", 30, 4, 6, _f("a0", 2, 5), _f("a1", 8, 2))),
     _s(
-        _r("a", 20, 3, 0, _f("a0", 2, 4)),
+        _r("a", 20, 3, 1, _f("a0", 2, 4)),
         _r("b", 20, 0, 4, _f("b0", 1, 2)),
         _r("c", 20, 2, 3, _f("c0", 3, 3)),
         lookahead=1,
@@ -73,6 +73,7 @@ ZERO_SCHEDULED_CASES = (
     _s(_r("a", 20, 3, 0, _f("a0", 2, 4, cached=False)), _r("b", 20, 0, 2, _f("b0", 0, 2))),
     _s(_r("a", 20, 4, 0, _f("a0", 2, 4))),
     _s(_r("a", 2, 5, 0, _f("a0", 4, 4)), _r("b", 9, 1, 2, _f("b0", 2, 2)), lookahead=1),
+    _s(_r("z", 10, 3, 0, _f("z0", 2, 4)), _r("p", 10, 0, 4, _f("p0", 1, 5))),
 )
 
 #: G2: prefill requests first, then requests the non-realtime skip applies to, including
@@ -148,7 +149,7 @@ NON_EMBED_MISS_CASES = (
 
 #: Every kind of window in one place: a prompt's first chunk, a later chunk, a realtime
 #: decode step (skipped by a non-realtime model), with and without ``is_embed`` masks, with
-#: the drafter's look-ahead, and a request with zero scheduled tokens inside a placeholder.
+#: the drafter's look-ahead, and a step in which every request decodes.
 #: Windows cover part of each feature, so that a wrong row or slot shows.
 KIND_CASES = (
     _s(
@@ -167,7 +168,12 @@ KIND_CASES = (
         _r("d", 2, 4, 2, _f("d0", 4, 6)),
         lookahead=1,
     ),
-    _s(_r("z", 10, 3, 0, _f("z0", 2, 4)), _r("p", 10, 0, 4, _f("p0", 1, 5))),
+    # Every request decoding: the steady state of realtime serving.
+    _s(
+        _r("a", 3, 4, 2, _f("a0", 4, 5)),
+        _r("b", 2, 3, 3, _f("b0", 1, 4, (_T, _F, _T, _T)), _f("b1", 5, 2)),
+        _r("c", 1, 6, 1, _f("c0", 6, 3)),
+    ),
 )
 
 #: G7: for each kind of window, a needed output missing inside the scheduled tokens next

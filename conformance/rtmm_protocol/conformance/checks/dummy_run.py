@@ -89,8 +89,9 @@ def _shape(run: CheckRun) -> None:
 
 @check(
     "D1-text-only-returns-none",
-    "MUST",
+    "SHOULD",
     "A state built for a text-only model returns None from dummy_inputs_embeds.",
+    profile="robustness",
     targets=("model_state",),
     modes=("text-only",),
     prerequisites=("T2-no-renamed-parameters",),
@@ -234,6 +235,7 @@ def _no_allocation(run: CheckRun) -> None:
     "D5-oversize-raises",
     "SHOULD",
     "dummy_inputs_embeds(n) with n > max_num_tokens or n < 0 raises ValueError naming both numbers.",
+    profile="robustness",
     targets=("model_state",),
 )
 def _oversize(run: CheckRun) -> None:

@@ -275,6 +275,7 @@ def _all_bad_inputs(run: CheckRun) -> list[_BadInput]:
     "E1-malformed-batch-rejected",
     "SHOULD",
     "A malformed batch (disagreeing lengths, bad query_start_loc, negative counts or look-ahead, wrong total, unknown req_id) raises ValueError or TypeError.",
+    profile="robustness",
 )
 def _batch_rejected(run: CheckRun) -> None:
     accepted = [
@@ -294,6 +295,7 @@ def _batch_rejected(run: CheckRun) -> None:
     "E1-error-names-field",
     "SHOULD",
     "The error raised for a malformed batch names the offending field.",
+    profile="robustness",
 )
 def _names_field(run: CheckRun) -> None:
     unnamed = []
@@ -313,6 +315,7 @@ def _names_field(run: CheckRun) -> None:
     "E2-malformed-feature-rejected",
     "SHOULD",
     "Malformed features (unsorted, overlapping, bad is_embed, mis-shaped encoder output) raise ValueError naming the identifier.",
+    profile="robustness",
 )
 def _feature_rejected(run: CheckRun) -> None:
     problems = []
@@ -333,8 +336,9 @@ def _feature_rejected(run: CheckRun) -> None:
 
 @check(
     "E3-bad-input-clean-errors",
-    "MUST",
+    "SHOULD",
     "Bad input raises ValueError or TypeError or is handled, never another exception, and a rejected call leaves the buffer and the cache untouched.",
+    profile="robustness",
 )
 def _clean_errors(run: CheckRun) -> None:
     problems = []
@@ -367,8 +371,9 @@ def _oversize_batches(run: CheckRun, top: int) -> list[tuple[str, ReferenceInput
 
 @check(
     "E3-no-silent-truncation",
-    "MUST",
+    "SHOULD",
     "A batch larger than max_num_tokens or an encoder output too short for its placeholder is rejected, not silently cut.",
+    profile="robustness",
 )
 def _no_truncation(run: CheckRun) -> None:
     problems = []

@@ -15,6 +15,7 @@ from rtmm_protocol.conformance.catalog import (
     DEFAULT_TARGETS,
     CheckInfo,
     Level,
+    Profile,
     TargetKind,
     clause_of,
 )
@@ -71,6 +72,7 @@ def check(
     *,
     targets: tuple[TargetKind, ...] = DEFAULT_TARGETS,
     since: str = DEFAULT_SINCE,
+    profile: Profile = "contract",
     modes: tuple[Mode | None, ...] = MODES,
     prerequisites: tuple[str, ...] = BASIC_PREREQUISITES,
     cross_cutting: bool = False,
@@ -90,6 +92,7 @@ def check(
             statement=statement,
             since=since,
             targets=targets,
+            profile=profile,
         )
         listed = CHECKS_BY_ID.get(check_id)
         if listed != info:

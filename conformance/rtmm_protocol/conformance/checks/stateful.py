@@ -215,7 +215,7 @@ def life_machine(
         @precondition(when(lambda self: bool(self.requests)))
         @rule(
             choices=st.lists(_choice, min_size=1, max_size=4),
-            sizes=st.lists(st.integers(0, 8), min_size=4, max_size=4),
+            sizes=st.lists(st.integers(1, 8), min_size=4, max_size=4),
             lookahead=st.sampled_from([0, 0, 1, 2]),
         )
         @replayable

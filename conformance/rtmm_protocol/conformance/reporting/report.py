@@ -7,10 +7,10 @@ import json
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from rtmm_protocol.conformance.catalog import CHECKS, CLAUSES, CheckInfo
+from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID, CLAUSES, PROFILES, CheckInfo
 from rtmm_protocol.conformance.defaults import DEFAULT_SEED, NODE_PREFIX
 from rtmm_protocol.conformance.reporting.causes import Cause, group_causes
 from rtmm_protocol.conformance.reporting.results import FAILING_OUTCOMES, CheckResult, Outcome
@@ -25,9 +25,18 @@ __all__ = [
 ]
 
 #: Identifies the JSON layout (the ``schema`` field); see :mod:`.schema`.
-REPORT_SCHEMA = "rtmm-conformance-report/3"
-#: Layouts ``python -m rtmm_protocol matrix`` reads (1 had no causes; 2 no origins).
-READABLE_REPORT_SCHEMAS = ("rtmm-conformance-report/1", "rtmm-conformance-report/2", REPORT_SCHEMA)
+REPORT_SCHEMA = "rtmm-conformance-report/4"
+#: Layouts ``python -m rtmm_protocol matrix`` reads (1 had no causes; 2 no origins; 3 no
+#: profiles).
+READABLE_REPORT_SCHEMAS = (
+    "rtmm-conformance-report/1",
+    "rtmm-conformance-report/2",
+    "rtmm-conformance-report/3",
+    REPORT_SCHEMA,
+)
+
+#: The console's sections of causes, in the order shown.
+_SECTIONS = ("own", "inherited", "expected", "robustness")
 
 # Which outcome a check shows when its modes disagree: the first one present.
 _PRECEDENCE = (
@@ -71,6 +80,11 @@ class CheckSummary:
         """Whether the check ran through the rename's compat adapter."""
         return any(r.via_compat for r in self.modes)
 
+    @property
+    def profile(self) -> str:
+        """``contract`` or ``robustness``: what the check judges."""
+        return self.info.profile
+
 
 def aggregate(info: CheckInfo, results: Sequence[CheckResult]) -> CheckSummary:
     """Fold a check's per-mode results into one row."""
@@ -93,6 +107,47 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def _other_outcomes(counts: Counter[str]) -> list[str]:
+    """The outcomes a summary names only when they occur."""
+    labels = (
+        ("blocked", "blocked"),
+        ("skipped", "skipped"),
+        ("xfailed", "expected failures"),
+        ("not run", "NOT RUN"),
+    )
+    return [f"{counts[key]} {label}" for key, label in labels if counts[key]]
+
+
+def _wrapped(text: str, indent: int = 4) -> list[str]:
+    return textwrap.wrap(
+        text,
+        width=100,
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + 2),
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
+def _profile_summary(counts: Counter[str]) -> dict[str, int]:
+    """One profile's counts of checks, as the JSON report's summary gives them."""
+    return {
+        "passed": counts["passed"],
+        "failed": counts["failed_must"] + counts["failed_should"],
+        "failed_own": counts["failed_own"],
+        "warnings": counts["warning"],
+        "blocked": counts["blocked"],
+        "skipped": counts["skipped"],
+        "xfailed": counts["xfailed"],
+        "not_run": counts["not run"],
+    }
+
+
+def _profile_of(result: CheckResult) -> str:
+    info = CHECKS_BY_ID.get(result.check_id)
+    return info.profile if info is not None else "contract"
+
+
 @dataclass
 class ConformanceReport:
     """Everything a conformance run found about one target."""
@@ -109,6 +164,8 @@ class ConformanceReport:
     interrupted: bool = False
     #: The class the target derives from, whose failures count as inherited ("" if none).
     baseline: str = ""
+    #: What fails the run (``own``, ``contract`` or ``all``), its default resolved.
+    fail_on: str = "contract"
 
     def checks(self) -> list[CheckSummary]:
         """One row per selected check, in clause order (catalog order within a clause)."""
@@ -128,18 +185,36 @@ class ConformanceReport:
         ]
 
     def causes(self) -> list[Cause]:
-        """The failures (MUST, SHOULD and expected ones) grouped by cause, in row order."""
-        return group_causes(r for row in self.checks() for r in row.modes)
+        """The failures (MUST, SHOULD and expected ones) grouped by cause, numbered in the
+        order the console shows them: the target's own first, then the inherited ones, the
+        expected ones, and the robustness gaps (each group in row order)."""
+        grouped = group_causes(r for row in self.checks() for r in row.modes)
+        ordered = sorted(grouped, key=lambda c: _SECTIONS.index(self.section_of(c)))
+        return [replace(c, id=str(n)) for n, c in enumerate(ordered, start=1)]
+
+    def section_of(self, cause: Cause) -> str:
+        """Where a cause is shown: ``own``, ``inherited``, ``expected`` or ``robustness``."""
+        if all(_profile_of(r) == "robustness" for r in cause.results):
+            return "robustness"
+        if all(r.outcome is Outcome.XFAILED for r in cause.results):
+            return "expected"
+        failing = [r for r in cause.results if r.outcome is not Outcome.XFAILED]
+        if self.baseline and all(r.origin == "inherited" for r in failing):
+            return "inherited"
+        return "own"
 
     @property
     def complete(self) -> bool:
         """Whether every selected check ran to a verdict."""
         return not self.interrupted and all(r.outcome is not Outcome.NOT_RUN for r in self.results)
 
-    def counts(self) -> Counter[str]:
-        """Checks per outcome, with failures split by level and by origin (``failed_own``)."""
+    def counts(self, profile: str | None = None) -> Counter[str]:
+        """Checks per outcome (of one ``profile``, or all), with failures split by level and
+        by origin (``failed_own``)."""
         counts: Counter[str] = Counter()
         for row in self.checks():
+            if profile is not None and row.profile != profile:
+                continue
             key = row.outcome.value
             if row.outcome is Outcome.FAILED:
                 key = f"failed_{row.info.level.lower()}"
@@ -149,34 +224,50 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
-        """Every selected check ran; no MUST failure, no blocked check; in strict mode no
-        SHOULD failure or stale entry."""
+        """The contract holds: every selected check ran, no contract check failed a MUST or
+        was blocked; in a strict run, nothing failed at all and no entry is stale."""
         counts = self.counts()
         stale = self.stale_expected_failures or self.unknown_expected_failures
         failed = counts["failed_must"] or counts["failed_should"] or counts["blocked"]
         return self.complete and not (failed or (self.strict and stale))
 
-    def summary_line(self) -> str:
-        """``conformance: 41 passed, 0 failed (MUST), 1 warning (SHOULD)`` and the rest."""
+    @property
+    def fails_run(self) -> bool:
+        """Whether the run fails, by :attr:`fail_on`: ``own`` failures only, every contract
+        failure, or (``all``) whatever makes the report not :attr:`ok`."""
+        if self.fail_on == "all" or (not self.ok and not self.complete):
+            return not self.ok
         counts = self.counts()
-        parts = [f"{counts['passed']} passed", f"{counts['failed_must']} failed (MUST)"]
+        if counts["blocked"]:
+            return True
+        if self.fail_on == "own":
+            return counts["failed_own"] > 0
+        return counts["failed_must"] + counts["failed_should"] > 0
+
+    def summary_line(self) -> str:
+        """``contract: 41 passed, 0 failed (MUST), 1 warning (SHOULD); robustness: 9 passed,
+        1 failed (SHOULD)`` and the rest: the contract's verdict first, robustness apart."""
+        contract, robustness = self.counts("contract"), self.counts("robustness")
+        parts = [f"{contract['passed']} passed", f"{contract['failed_must']} failed (MUST)"]
         if self.strict:
-            parts.append(f"{counts['failed_should']} failed (SHOULD, strict)")
+            parts.append(f"{contract['failed_should']} failed (SHOULD, strict)")
         else:
-            parts.append(f"{_plural(counts['warning'], 'warning')} (SHOULD)")
-        for key, label in (
-            ("blocked", "blocked"),
-            ("skipped", "skipped"),
-            ("xfailed", "expected failures"),
-            ("not run", "NOT RUN"),
-        ):
-            if counts[key]:
-                parts.append(f"{counts[key]} {label}")
+            parts.append(f"{_plural(contract['warning'], 'warning')} (SHOULD)")
+        parts += _other_outcomes(contract)
+        line = "contract: " + ", ".join(parts)
+        if sum(robustness.values()):
+            failed = robustness["failed_should"] + robustness["warning"]
+            rparts = [
+                f"{robustness['passed']} passed",
+                f"{failed} failed ({'strict' if self.strict else 'SHOULD'})",
+                *_other_outcomes(robustness),
+            ]
+            line += "; robustness: " + ", ".join(rparts)
         stale = len(self.stale_expected_failures) + len(self.unknown_expected_failures)
         if stale:
-            parts.append(f"{stale} stale expected-failure {'entry' if stale == 1 else 'entries'}")
-        line = "conformance: " + ", ".join(parts)
+            line += f"; {stale} stale expected-failure {'entry' if stale == 1 else 'entries'}"
         if self.baseline:
+            counts = self.counts()
             failed = counts["failed_must"] + counts["failed_should"]
             line += (
                 f" -- {_plural(counts['failed_own'], 'failure')} of yours, "
@@ -202,29 +293,46 @@ class ConformanceReport:
         )
 
     def causes_text(self) -> str:
-        """Each cause once: what it is, the checks it fails and one way to replay it."""
+        """Each cause once, the target's own first with their replays; inherited causes,
+        expected failures and robustness gaps one line each."""
         causes = self.causes()
         if not causes:
             return ""
         failing = [r for r in self.checks() if any(m.outcome in FAILING_OUTCOMES for m in r.modes)]
-        lines = [f"{_plural(len(failing), 'failed check')}, {_plural(len(causes), 'cause')}:"]
+        by_section: dict[str, list[Cause]] = {}
         for cause in causes:
+            by_section.setdefault(self.section_of(cause), []).append(cause)
+        lines = [f"{_plural(len(failing), 'failed check')}, {_plural(len(causes), 'cause')}"]
+        own = by_section.get("own", [])
+        if own:
+            lines.append("yours:" if self.baseline else "failures:")
+        for cause in own:
             levels = Counter(r.outcome.value for r in cause.results)
             verbs = {"failed": "failed", "warning": "warned", "xfailed": "failed as expected"}
             kinds = ", ".join(f"{n} {verbs.get(o, o)}" for o, n in levels.items())
             lines.append(f"  cause {cause.id}: {cause.title}")
             lines.extend(
-                textwrap.wrap(
+                _wrapped(
                     f"{_plural(len(cause.checks), 'check')} ({kinds} in all modes): "
-                    + ", ".join(cause.checks),
-                    width=100,
-                    initial_indent="    ",
-                    subsequent_indent="      ",
-                    break_on_hyphens=False,
-                    break_long_words=False,
+                    + ", ".join(cause.checks)
                 )
             )
             lines.append(f"    replay: {self.rerun_command(cause.first)}")
+        headings = {
+            "inherited": f"inherited from {self.baseline} (--conformance-fail-on=contract "
+            "fails on them):",
+            "expected": "expected failures (the --conformance-xfail file):",
+            "robustness": "robustness gaps, outside the contract's domain (SHOULD; "
+            "--conformance-strict fails on them):",
+        }
+        for section in _SECTIONS[1:]:
+            if section not in by_section:
+                continue
+            lines.append(headings[section])
+            for cause in by_section[section]:
+                lines.extend(
+                    _wrapped(f"cause {cause.id}: {cause.title} -- " + ", ".join(cause.checks), 2)
+                )
         return "\n".join(lines)
 
     def rerun_command(self, result: CheckResult) -> str:
@@ -233,17 +341,19 @@ class ConformanceReport:
         return rerun_command(self.target, seed, device, result.label)
 
     def should_details(self) -> str:
-        """The full details of every SHOULD failure reported as a warning."""
+        """The full details of every SHOULD failure of the contract reported as a warning
+        (robustness gaps have a line each in :meth:`causes_text`)."""
         return "\n".join(
             f"--- {r.label} (SHOULD, warning)\n{r.details or r.reason}"
             for row in self.checks()
+            if row.profile == "contract"
             for r in row.modes
             if r.outcome is Outcome.WARNING
         )
 
     def table(self) -> str:
         """The per-check table: clause, level, check, outcome, and the whole reason (never cut)."""
-        rows = [("clause", "level", "check", "outcome", "reason")]
+        rows = [("clause", "profile", "level", "check", "outcome", "reason")]
         causes = self.causes()
         for row in self.checks():
             reason = " ".join(row.reason.split())
@@ -255,11 +365,12 @@ class ConformanceReport:
                 tags.append("via compat")
             if tags:
                 reason = f"[{'; '.join(tags)}] {reason}"
-            rows.append((row.info.clause, row.info.level, row.info.id, row.outcome.value, reason))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+            info = row.info
+            rows.append((info.clause, info.profile, info.level, info.id, row.outcome.value, reason))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
         lines = [
             (
-                "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:4])) + "  " + r[4]
+                "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:5])) + "  " + r[5]
             ).rstrip()
             for r in rows
         ]
@@ -291,6 +402,8 @@ class ConformanceReport:
             "environment": self.environment,
             "summary": {
                 "ok": self.ok,
+                "fail_on": self.fail_on,
+                "fails_run": self.fails_run,
                 "complete": self.complete,
                 "interrupted": self.interrupted,
                 "line": self.summary_line(),
@@ -302,6 +415,9 @@ class ConformanceReport:
                 "items": len(self.results),
                 "causes": len(causes),
                 "via_compat": [row.info.id for row in rows if row.via_compat],
+                "profiles": {
+                    profile: _profile_summary(self.counts(profile)) for profile in PROFILES
+                },
             },
             "causes": [
                 {
@@ -318,7 +434,7 @@ class ConformanceReport:
             "clauses": dict(CLAUSES),
             "checks": [
                 {
-                    # id, clause, level, area, statement, since
+                    # id, clause, level, area, statement, since, profile
                     **{k: v for k, v in vars(row.info).items() if k not in ("targets", "line")},
                     "outcome": row.outcome.value,
                     "reason": row.reason,
