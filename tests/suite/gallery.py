@@ -567,7 +567,7 @@ class _StateFactory(_NamedFactory):
         )
         if self.gather_fault is not None:
             state.encoder_runner = _GathererFactory(self.gather_fault, FaultyGatherer)(ctx)  # type: ignore[assignment]
-        if self.gather_fault == "truthy-realtime-flag":
+        if self.gather_fault in ("truthy-realtime-flag", "realtime-ignored"):
             state.is_realtime = state.encoder_runner.is_realtime
         return state
 
@@ -657,6 +657,10 @@ GALLERY: tuple[BrokenTarget, ...] = (
     ),
     BrokenTarget("draft_lookahead defaults to 1", gatherer(cls=LookaheadDefaultGatherer), "T2", "T2-signature-matches-protocol"),
     BrokenTarget("truthy realtime flag accepted", model_state(gather_fault="truthy-realtime-flag"), "T3", "T3-realtime-guard-semantics"),
+    BrokenTarget(
+        "realtime class flag ignored by the state", model_state(gather_fault="realtime-ignored"), "T3", "T3-realtime-class-flag",
+        also=("G3", "G10", "R3"), why="a realtime model served as a non-realtime one gathers nothing on decode steps",
+    ),
     # --- the gather
     BrokenTarget("realtime flag ignored", gatherer("realtime-ignored"), "G3", "G3-realtime-decode-gathers"),
     BrokenTarget("all-decode early exit kept for realtime", gatherer("all-decode-early-exit"), "G3", "G3-realtime-decode-gathers"),
@@ -760,6 +764,9 @@ KIND_GALLERY: tuple[BrokenTarget, ...] = (
         "G1 broken on zero-token requests (a row from an empty window)", gatherer("G1@zero-token"), "G1", "G1-zero-scheduled-contributes-nothing",
         also=("G5", "G6"), why="a row without a slot is one row more than True slots (G5), in a piece for a pair with no position in the window (G6)",
     ),
-    BrokenTarget("G6 broken on zero-token requests (an empty piece)", gatherer("G6@zero-token"), "G6", "G6-one-piece-per-feature-window"),
+    BrokenTarget(
+        "G6 broken on zero-token requests (an empty piece)", gatherer("G6@zero-token"), "G1", "G1-zero-scheduled-contributes-nothing",
+        why="an empty piece is a contribution: a zero-token request contributes none (robustness, G1's second sentence)",
+    ),
     BrokenTarget("one row too few on realtime decode windows", gatherer("G5short@realtime-decode"), "G5", "G5-rows-match-mask"),
 )  # fmt: skip

@@ -79,14 +79,24 @@ def test_summary_line_counts_checks_not_modes() -> None:
             _result(G5.id, "realtime", Outcome.PASSED),
             _result(G5.id, "non-realtime", Outcome.PASSED),
             _result(D5.id, "realtime", Outcome.WARNING, "clamped"),
+            _result("G6-pieces-carry-modality", "realtime", Outcome.WARNING, "no modality"),
             _result("G1-window-slots", "realtime", Outcome.FAILED, "slot"),
         ]
     )
-    assert report.summary_line() == "conformance: 1 passed, 1 failed (MUST), 1 warning (SHOULD)"
+    assert report.summary_line() == (
+        "contract: 1 passed, 1 failed (MUST), 1 warning (SHOULD); "
+        "robustness: 0 passed, 1 failed (SHOULD)"
+    )
     assert not report.ok
     table = report.table().splitlines()
-    assert table[0].split() == ["clause", "level", "check", "outcome", "reason"]
-    assert [line.split()[2] for line in table[1:]] == ["G1-window-slots", G5.id, D5.id]
+    assert table[0].split() == ["clause", "profile", "level", "check", "outcome", "reason"]
+    assert [line.split()[3] for line in table[1:]] == [
+        "G1-window-slots",
+        G5.id,
+        "G6-pieces-carry-modality",
+        D5.id,
+    ]
+    assert table[-1].split()[:3] == ["D5", "robustness", "SHOULD"]
 
 
 def test_strict_reports_fail_on_stale_entries() -> None:
@@ -236,7 +246,7 @@ def test_rows_follow_clause_order_and_reasons_are_never_cut() -> None:
             _result("T1-factory-builds", None, Outcome.PASSED),
         ]
     )
-    ids = [line.split()[2] for line in report.table().splitlines()[1:]]
+    ids = [line.split()[3] for line in report.table().splitlines()[1:]]
     assert ids == [
         "T1-factory-builds",
         "G8-cache-unchanged",
@@ -249,16 +259,20 @@ def test_rows_follow_clause_order_and_reasons_are_never_cut() -> None:
     assert report.item_line().startswith("6 pytest items = 6 checks x their modes")
 
 
+MODALITY = "G6-pieces-carry-modality"
+
+
 def test_should_details_are_shown_in_full() -> None:
     report = _report(
         [
             CheckResult(
-                D5.id, "realtime", Outcome.WARNING, "clamped", "expected: ValueError\nseen: a view"
-            )
+                MODALITY, "realtime", Outcome.WARNING, "none", "expected: 'audio'\nseen: None"
+            ),
+            CheckResult(D5.id, "realtime", Outcome.WARNING, "clamped", "robustness, shown apart"),
         ]
     )
     assert report.should_details() == (
-        f"--- {D5.id}[realtime] (SHOULD, warning)\nexpected: ValueError\nseen: a view"
+        f"--- {MODALITY}[realtime] (SHOULD, warning)\nexpected: 'audio'\nseen: None"
     )
 
 

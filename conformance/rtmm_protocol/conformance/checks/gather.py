@@ -238,6 +238,15 @@ def _zero_scheduled(run: CheckRun, scenario: GatherScenario) -> None:
             expected=f"no rows from the features of {sorted(idle)}",
             seen=_format_sources(taken),
         )
+    empty = sum(1 for piece in gathered.pieces if piece.shape[0] == 0)
+    if idle and empty and len(gathered.pieces) > len(call.oracle.pieces):
+        # No pair contributes an empty piece (G6): one more piece than the oracle's, and
+        # empty, is a zero-token request's.
+        raise CheckFailure(
+            "a request with zero scheduled tokens contributed a piece",
+            expected=f"{len(call.oracle.pieces)} pieces, none for {sorted(idle)}",
+            seen=f"{len(gathered.pieces)} pieces, {empty} of them empty",
+        )
 
 
 # ---------------------------------------------------------------------- G2

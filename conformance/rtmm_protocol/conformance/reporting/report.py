@@ -302,10 +302,10 @@ class ConformanceReport:
         by_section: dict[str, list[Cause]] = {}
         for cause in causes:
             by_section.setdefault(self.section_of(cause), []).append(cause)
-        lines = [f"{_plural(len(failing), 'failed check')}, {_plural(len(causes), 'cause')}"]
+        lines = [f"{_plural(len(failing), 'failed check')}, {_plural(len(causes), 'cause')}:"]
         own = by_section.get("own", [])
-        if own:
-            lines.append("yours:" if self.baseline else "failures:")
+        if own and self.baseline:
+            lines.append("yours:")
         for cause in own:
             levels = Counter(r.outcome.value for r in cause.results)
             verbs = {"failed": "failed", "warning": "warned", "xfailed": "failed as expected"}
