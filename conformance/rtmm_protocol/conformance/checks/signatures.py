@@ -168,7 +168,7 @@ def _signature_matches(run: CheckRun) -> None:
     modes=(None,),
 )
 def _realtime_class_flag(run: CheckRun) -> None:
-    # How real models declare it (SPEC §0); instance attributes and truthy non-bools are the
+    # How real models declare it (the domain); instance attributes and truthy non-bools are the
     # guard's edge cases, judged apart as robustness.
     refusals = []
     states: tuple[tuple[Mode, bool], ...] = (("realtime", True), ("non-realtime", False))
