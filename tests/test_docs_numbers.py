@@ -1,6 +1,6 @@
 """The numbers the docs show come from the code as it is: each is rerun or checked here.
 
-- Every conformance summary line (``conformance: 42 passed, ...``) that a page shows in
+- Every conformance summary line (``contract: 34 passed, ...``) that a page shows in
   a code block is either the output of the Python example just above it (which
   ``tests/test_docs.py`` runs and compares) or listed in :data:`SHOWN_RUNS` with the
   run that produces it; that run is made here, through the suite's public API
@@ -49,7 +49,7 @@ PAGES = [
         and str(page.relative_to(DOCS)) not in OTHER_PAGES
     ),
 ]
-SUMMARY_LINE = re.compile(r"conformance: \d+ passed[^\n]*")
+SUMMARY_LINE = re.compile(r"contract: \d+ passed[^\n]*")
 ITEMS_LINE = re.compile(r"^(?P<items>\d+) pytest items = (?P<checks>\d+) checks", re.M)
 
 

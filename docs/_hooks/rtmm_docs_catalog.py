@@ -47,6 +47,7 @@ class CheckRow:
     statement: str
     since: str
     targets: tuple[str, ...]
+    profile: str = "contract"
 
 
 def load_catalog_module(path: Path = CATALOG_PATH) -> ModuleType:
@@ -98,6 +99,7 @@ def read_checks(module: ModuleType) -> list[CheckRow]:
                 statement=str(_field(check, "statement")),
                 since=str(_field(check, "since")),
                 targets=_as_strings(targets),
+                profile=str(_field(check, "profile")),
             )
         )
     return rows
@@ -162,7 +164,10 @@ def render_clause_checks(clause: str, checks: Iterable[CheckRow]) -> str:
     if not mine:
         return f"*No check enforces {clause} yet.*"
     return "\n".join(
-        f"- [`{c.id}`](checks.md#{c.id}) {_level_badge(c.level)} {_cell(c.statement)}" for c in mine
+        f"- [`{c.id}`](checks.md#{c.id}) {_level_badge(c.level)}"
+        + (" (robustness)" if c.profile == "robustness" else "")
+        + f" {_cell(c.statement)}"
+        for c in mine
     )
 
 
@@ -178,9 +183,11 @@ AREA_TITLES = {
 def render_catalog(checks: Sequence[CheckRow], clauses: Mapping[str, str]) -> str:
     """The catalog as Markdown: a summary line and one table per spec area."""
     must = sum(1 for c in checks if c.level.upper() == "MUST")
+    robust = sum(1 for c in checks if c.profile == "robustness")
     lines = [
         f"{len(checks)} checks over {len({c.clause for c in checks})} clauses "
-        f"({must} MUST, {len(checks) - must} SHOULD).",
+        f"({must} MUST, {len(checks) - must} SHOULD): {len(checks) - robust} of the contract, "
+        f"{robust} of robustness.",
         "",
     ]
     areas: dict[str, list[CheckRow]] = {}
@@ -193,8 +200,8 @@ def render_catalog(checks: Sequence[CheckRow], clauses: Mapping[str, str]) -> st
             "",
             '<div class="rtmm-catalog" markdown>',
             "",
-            "| check | clause | level | requirement |",
-            "| --- | --- | --- | --- |",
+            "| check | clause | profile | level | requirement |",
+            "| --- | --- | --- | --- | --- |",
         ]
         for c in rows:
             clause_link = (
@@ -202,7 +209,8 @@ def render_catalog(checks: Sequence[CheckRow], clauses: Mapping[str, str]) -> st
             )
             targets = ", ".join(t.replace("_", " ") for t in c.targets)
             lines.append(
-                f'| <span id="{c.id}"></span>`{c.id}` | {clause_link} | {_level_badge(c.level)} '
+                f'| <span id="{c.id}"></span>`{c.id}` | {clause_link} | {c.profile} '
+                f"| {_level_badge(c.level)} "
                 f"| {_cell(c.statement)}<br><small>since {c.since} · {targets}</small> |"
             )
         lines += ["", "</div>", ""]
