@@ -173,7 +173,7 @@ def test_json_report_and_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[st
     markdown = capsys.readouterr().out
     lines = markdown.splitlines()
     assert lines[0] == "| clause | level | check | ref | acme:make |"
-    assert "| D5 | SHOULD | `D5-oversize-raises` | pass | warn |" in lines
+    assert "| D5 | SHOULD (robustness) | `D5-oversize-raises` | pass | warn |" in lines
     html_path = tmp_path / "matrix.html"
     assert matrix_main([str(tmp_path / "ref.json"), "--html", str(html_path)]) == 0
     assert '<td class="pass">pass</td>' in html_path.read_text()
