@@ -47,7 +47,13 @@ _COLLECT = bool(_LONG_INPUTS)
 def fuzz_cases(draw: st.DrawFn) -> FuzzCase:
     """A valid scenario, a target, and one corruption of the call on it."""
     scenario = draw(
-        gather_scenarios(max_requests=4, max_features=3, max_scheduled=8, cache_miss_rate=0.2)
+        gather_scenarios(
+            max_requests=4,
+            max_features=3,
+            max_scheduled=8,
+            cache_miss_rate=0.2,
+            zero_scheduled=True,
+        )
     )
     target = draw(st.sampled_from(TARGETS))
     uncached = sorted(f.identifier for r in scenario.requests for f in r.features if not f.cached)

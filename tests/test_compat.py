@@ -81,7 +81,8 @@ def test_adapter_shifts_the_window_start_for_the_prefill_check() -> None:
 
 @settings(max_examples=example_budget(ci=200, dev=40))
 @given(
-    scenario=gather_scenarios(cache_miss_rate=0.0), int_dtype=st.sampled_from([np.int32, np.int64])
+    scenario=gather_scenarios(cache_miss_rate=0.0, zero_scheduled=True),
+    int_dtype=st.sampled_from([np.int32, np.int64]),
 )
 def test_adapter_equals_the_reference_on_random_batches(
     scenario: GatherScenario, int_dtype: type[np.integer]

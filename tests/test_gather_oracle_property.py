@@ -77,7 +77,9 @@ def _with_examples(test: _Test) -> _Test:
 
 
 @settings(max_examples=example_budget(ci=1000, dev=100))
-@given(scenario=gather_scenarios(), int_dtype=_INT_DTYPES, validate=st.booleans())
+@given(
+    scenario=gather_scenarios(zero_scheduled=True), int_dtype=_INT_DTYPES, validate=st.booleans()
+)
 @_with_examples
 def test_non_realtime_reference_matches_oracle(
     scenario: GatherScenario, int_dtype: type[np.integer], validate: bool
@@ -86,7 +88,9 @@ def test_non_realtime_reference_matches_oracle(
 
 
 @settings(max_examples=example_budget(ci=1000, dev=100))
-@given(scenario=gather_scenarios(), int_dtype=_INT_DTYPES, validate=st.booleans())
+@given(
+    scenario=gather_scenarios(zero_scheduled=True), int_dtype=_INT_DTYPES, validate=st.booleans()
+)
 @_with_examples
 def test_realtime_reference_matches_oracle(
     scenario: GatherScenario, int_dtype: type[np.integer], validate: bool
@@ -108,7 +112,10 @@ def test_reference_matches_oracle_on_anchored_windows(
 
 
 @settings(max_examples=example_budget(ci=300, dev=40))
-@given(scenario=gather_scenarios(cache_miss_rate=0.5, max_requests=3), realtime=st.booleans())
+@given(
+    scenario=gather_scenarios(cache_miss_rate=0.5, max_requests=3, zero_scheduled=True),
+    realtime=st.booleans(),
+)
 def test_reference_matches_oracle_with_frequent_misses(
     scenario: GatherScenario, realtime: bool
 ) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from rtmm_protocol.testing.oracle import oracle_gather
@@ -51,6 +51,47 @@ def test_prefill_first_orders_requests(scenario: GatherScenario) -> None:
 @given(with_zero_scheduled(gather_scenarios(min_requests=1)))
 def test_zero_scheduled_family(scenario: GatherScenario) -> None:
     assert any(r.num_scheduled_tokens == 0 for r in scenario.requests)
+
+
+@_FEW
+@given(gather_scenarios(windows="mixed", max_scheduled=1))
+def test_scenarios_are_in_the_domain_by_default(scenario: GatherScenario) -> None:
+    """An engine's scheduler never schedules a request without new tokens."""
+    assert all(r.num_scheduled_tokens >= 1 for r in scenario.requests)
+
+
+def test_zero_scheduled_draws_requests_without_tokens() -> None:
+    zero = find(
+        gather_scenarios(zero_scheduled=True, min_requests=1),
+        lambda s: any(r.num_scheduled_tokens == 0 for r in s.requests),
+        settings=settings(database=None),
+    )
+    assert zero.requests
+
+
+def test_mixed_steps_include_every_request_decoding_and_every_request_in_its_prompt() -> None:
+    """The steady state of realtime serving (every request decoding) is drawn often."""
+    kinds = set()
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(gather_scenarios(windows="mixed", min_requests=3, max_requests=3))
+    def draw(scenario: GatherScenario) -> None:
+        decoding = {start >= prefill for start, prefill in _starts(scenario)}
+        kinds.add("decode" if decoding == {True} else "prefill" if decoding == {False} else "mix")
+
+    draw()
+    assert kinds == {"decode", "prefill", "mix"}
+
+
+def test_contract_checks_hand_placed_cases_are_in_the_domain() -> None:
+    """Only robustness checks place a request without scheduled tokens by hand."""
+    from rtmm_protocol.conformance.checks import cases
+
+    for name in cases.__all__:
+        if name == "ZERO_SCHEDULED_CASES":
+            continue
+        for scenario in getattr(cases, name):
+            assert all(r.num_scheduled_tokens >= 1 for r in scenario.requests), name
 
 
 def _oracle(scenario: GatherScenario, realtime: bool) -> object:
