@@ -34,6 +34,7 @@ __all__ = [
     "FaultyModelState",
     "LegacyNamedGatherer",
     "LookaheadDefaultGatherer",
+    "MissEmptiesStepGatherer",
     "tampering",
     "untamper",
 ]
@@ -387,6 +388,34 @@ class LookaheadDefaultGatherer(FaultyGatherer):
         )
 
 
+class MissEmptiesStepGatherer(FaultyGatherer):
+    """A gatherer that answers a missing output with an empty step instead of an error (G7)."""
+
+    def gather_mm_embeddings(
+        self,
+        req_ids: list[str],
+        total_num_scheduled_tokens: int,
+        num_scheduled_tokens: IntArray,
+        query_start_loc: IntArray,
+        prefill_lens: IntArray,
+        num_computed_tokens: IntArray,
+        draft_lookahead: int = 0,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The gather, or ``([], an all-False mask)`` once it meets a miss."""
+        try:
+            return super().gather_mm_embeddings(
+                req_ids,
+                total_num_scheduled_tokens,
+                num_scheduled_tokens,
+                query_start_loc,
+                prefill_lens,
+                num_computed_tokens,
+                draft_lookahead,
+            )
+        except EncoderOutputMissingError:
+            return [], torch.zeros(int(total_num_scheduled_tokens), dtype=torch.bool)
+
+
 #: Faults of the state-level paths, by name.
 STATE_FAULTS = (
     "hidden-size-wrong",
@@ -679,6 +708,7 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("no modality on pieces", gatherer("no-modality"), "G6", "G6-pieces-carry-modality"),
     BrokenTarget("raises for a feature at the processed end", gatherer("raises-at-processed-end"), "G7", "G7-lookahead-miss-falls-back"),
     BrokenTarget("missing output skipped silently", gatherer("miss-returns-partial"), "G7", "G7-missing-output-raises"),
+    BrokenTarget("a miss empties the whole step", gatherer(cls=MissEmptiesStepGatherer), "G7", "G7-missing-output-raises"),
     BrokenTarget("non-embed window needs its output", gatherer("non-embed-window-raises"), "G7", "G7-non-embed-window-needs-nothing"),
     BrokenTarget("gather writes into the cache", gatherer("memoizes-into-cache"), "G8", "G8-cache-unchanged"),
     BrokenTarget("stale per-request memo", gatherer("stale-feature-memo"), "G8", "G8-stateful-life-matches-oracle"),
