@@ -420,6 +420,7 @@ class MissEmptiesStepGatherer(FaultyGatherer):
 STATE_FAULTS = (
     "hidden-size-wrong",
     "drops-lookahead",
+    "late-mask",
     "dummy-reallocates",
     "separate-real-buffer",
     "dummy-ignores-size",
@@ -481,7 +482,12 @@ class FaultyModelState(ReferenceModelState):
         """The state-level gather, with this state's fault."""
         if self.fault == "drops-lookahead":
             draft_lookahead = 0
-        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+        pieces, mask = super().gather_mm_embeddings(input_batch, draft_lookahead)
+        if self.fault == "late-mask":  # every bit one slot late; the real path is untouched
+            late = torch.zeros_like(mask)
+            late[1:] = mask[:-1]
+            return pieces, late
+        return pieces, mask
 
     def get_mm_embeddings(
         self,
@@ -717,6 +723,12 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("replaced list item refused", gatherer("refuses-replaced-items"), "C1", "C1-changes-accepted"),
     BrokenTarget("output kept after it was put again", gatherer("stale-output-memo"), "C2", "C2-changes-never-stale"),
     BrokenTarget("input array shifted in place", gatherer("mutates-inputs"), "G9", "G9-inputs-unchanged"),
+    BrokenTarget(
+        "state-level mask one slot late", model_state("late-mask"), "G1", "G1-window-slots",
+        also=("G2", "G5"),
+        why="a request's last bit lands in the next request's first slot (G2 when that one is "
+        "skipped), or past the last slot, one True slot fewer than rows (G5)",
+    ),
     BrokenTarget(
         "state-level call drops the look-ahead", model_state("drops-lookahead"), "G10", "G10-state-matches-oracle",
         also=("G1", "G2", "E1"),
