@@ -1,8 +1,9 @@
-"""vLLM ModelRunner V2 subclasses for the adapter's tests: one bug of their own each, or none.
+"""vLLM ModelRunner V2 subclasses for the adapter's and the gallery's tests: one bug of their
+own each, or none.
 
-Importable only where vLLM is (the adapter's tests skip elsewhere). The adapter builds
-them by name, ``vllm:vllm_gallery:CLASS``, in the suite's worker process, which finds
-this module because the tests' folder is on ``sys.path``.
+Importable only where vLLM is (the tests that use it skip elsewhere). The adapter builds
+them by name, ``vllm:vllm_gallery:CLASS``, in the suite's worker process (or the calling
+one), which finds this module because the tests' folder is on ``sys.path``.
 
 * :class:`CopyingDummyState` hands dummy runs a copy of the persistent ``inputs_embeds``
   buffer instead of a view of it: a CUDA graph captured on the copy would never see the
