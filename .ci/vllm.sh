@@ -86,16 +86,18 @@ for version in $VERSIONS; do
   [ "${1:-}" != --install-first ] || exit 0
   "$PY" -c "import vllm, torch, rtmm_protocol; print('vllm', vllm.__version__, '| torch', torch.__version__, '| rtmm-protocol', rtmm_protocol.__version__)"
 
-  # The adapter's tests run beside the two suite runs: all three mostly wait on one core.
+  # The adapter's tests, and the gallery of subclasses with faults of their own (each
+  # reported by its clause, as the class's own; vLLM's classes with no contract failure),
+  # run beside the two suite runs: all three mostly wait on one core.
   start=$SECONDS
-  "$PY" -m pytest tests/test_vllm_adapter.py tests/suite/test_engine_examples.py \
+  "$PY" -m pytest tests/test_vllm_adapter.py tests/test_vllm_gallery.py tests/suite/test_engine_examples.py \
     -p no:cacheprovider -q >"$LOGS/adapter-$version.log" 2>&1 &
   adapter=$!
   suites_status=0
   suites "$version" || suites_status=$?
   adapter_status=0
   wait "$adapter" || adapter_status=$?
-  step "the vLLM adapter's tests against vLLM $version (run beside the suites: $(( SECONDS - start )) s for all)"
+  step "the vLLM adapter's and gallery's tests against vLLM $version (run beside the suites: $(( SECONDS - start )) s for all)"
   tail -n 25 "$LOGS/adapter-$version.log"
   [ "$adapter_status" = 0 ] || { echo "vllm.sh: the adapter's tests failed against vLLM $version" >&2; exit 1; }
   [ "$suites_status" = 0 ] || exit 1

@@ -34,6 +34,7 @@ __all__ = [
     "FaultyModelState",
     "LegacyNamedGatherer",
     "LookaheadDefaultGatherer",
+    "MissEmptiesStepGatherer",
     "tampering",
     "untamper",
 ]
@@ -387,10 +388,39 @@ class LookaheadDefaultGatherer(FaultyGatherer):
         )
 
 
+class MissEmptiesStepGatherer(FaultyGatherer):
+    """A gatherer that answers a missing output with an empty step instead of an error (G7)."""
+
+    def gather_mm_embeddings(
+        self,
+        req_ids: list[str],
+        total_num_scheduled_tokens: int,
+        num_scheduled_tokens: IntArray,
+        query_start_loc: IntArray,
+        prefill_lens: IntArray,
+        num_computed_tokens: IntArray,
+        draft_lookahead: int = 0,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The gather, or ``([], an all-False mask)`` once it meets a miss."""
+        try:
+            return super().gather_mm_embeddings(
+                req_ids,
+                total_num_scheduled_tokens,
+                num_scheduled_tokens,
+                query_start_loc,
+                prefill_lens,
+                num_computed_tokens,
+                draft_lookahead,
+            )
+        except EncoderOutputMissingError:
+            return [], torch.zeros(int(total_num_scheduled_tokens), dtype=torch.bool)
+
+
 #: Faults of the state-level paths, by name.
 STATE_FAULTS = (
     "hidden-size-wrong",
     "drops-lookahead",
+    "late-mask",
     "dummy-reallocates",
     "separate-real-buffer",
     "dummy-ignores-size",
@@ -452,7 +482,12 @@ class FaultyModelState(ReferenceModelState):
         """The state-level gather, with this state's fault."""
         if self.fault == "drops-lookahead":
             draft_lookahead = 0
-        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+        pieces, mask = super().gather_mm_embeddings(input_batch, draft_lookahead)
+        if self.fault == "late-mask":  # every bit one slot late; the real path is untouched
+            late = torch.zeros_like(mask)
+            late[1:] = mask[:-1]
+            return pieces, late
+        return pieces, mask
 
     def get_mm_embeddings(
         self,
@@ -683,6 +718,7 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("no modality on pieces", gatherer("no-modality"), "G6", "G6-pieces-carry-modality"),
     BrokenTarget("raises for a feature at the processed end", gatherer("raises-at-processed-end"), "G7", "G7-lookahead-miss-falls-back"),
     BrokenTarget("missing output skipped silently", gatherer("miss-returns-partial"), "G7", "G7-missing-output-raises"),
+    BrokenTarget("a miss empties the whole step", gatherer(cls=MissEmptiesStepGatherer), "G7", "G7-missing-output-raises"),
     BrokenTarget("non-embed window needs its output", gatherer("non-embed-window-raises"), "G7", "G7-non-embed-window-needs-nothing"),
     BrokenTarget("gather writes into the cache", gatherer("memoizes-into-cache"), "G8", "G8-cache-unchanged"),
     BrokenTarget("stale per-request memo", gatherer("stale-feature-memo"), "G8", "G8-stateful-life-matches-oracle"),
@@ -691,6 +727,12 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("replaced list item refused", gatherer("refuses-replaced-items"), "C1", "C1-changes-accepted"),
     BrokenTarget("output kept after it was put again", gatherer("stale-output-memo"), "C2", "C2-changes-never-stale"),
     BrokenTarget("input array shifted in place", gatherer("mutates-inputs"), "G9", "G9-inputs-unchanged"),
+    BrokenTarget(
+        "state-level mask one slot late", model_state("late-mask"), "G1", "G1-window-slots",
+        also=("G2", "G5"),
+        why="a request's last bit lands in the next request's first slot (G2 when that one is "
+        "skipped), or past the last slot, one True slot fewer than rows (G5)",
+    ),
     BrokenTarget(
         "state-level call drops the look-ahead", model_state("drops-lookahead"), "G10", "G10-state-matches-oracle",
         also=("G1", "G2", "E1"),

@@ -164,3 +164,14 @@ def test_failures_shared_with_the_baseline_are_inherited_and_the_rest_own() -> N
     assert data["checks"][0]["origin"] in ("own", None)
     assert "[cause 1; own]" in added.table()
     validate_report(data)
+
+
+def test_a_fault_of_the_state_level_gather_alone_is_not_a_merge_fault() -> None:
+    """A state whose real path merges the contract's gather, as vLLM's states do, is not
+    failed by R2 for a gather method of its own that differs: the gather checks judge that.
+    Random examples are drawn: the hand-placed prompt steps alone do not show it."""
+    factory = model_state("late-mask")
+    report = check_model_state(factory, device="cpu", examples=12, checks=["R2", "G1"])
+    outcomes = {r.check_id: r.outcome for r in report.results if r.mode == "realtime"}
+    assert outcomes["R2-merged-rows-match-eager"] is Outcome.PASSED, report.table()
+    assert outcomes["G1-window-slots"] is Outcome.FAILED, report.table()

@@ -612,12 +612,18 @@ def _missing_raises(run: CheckRun, scenario: GatherScenario) -> None:
         gathered = call.unpack()
         target = {owners[s] for s in comparisons.nonzero(gathered.mask).flatten().tolist()}
         req_index = {r.req_id: i for i, r in enumerate(scenario.requests)}
-        if not {req_index[req_id] for _, req_id in call.oracle.missing} & target:
-            return  # the target skipped those requests: G2 and G3 judge skipping
+        # A target that looked a missing output up saw the miss: whatever it returns then
+        # (an empty result too) is this clause's. One that neither looked it up nor
+        # marked a slot of its request skipped that request: G2 and G3 judge skipping.
+        looked_up = [identifier for identifier in missing if identifier in call.output_reads]
+        if not looked_up and not {req_index[req_id] for _, req_id in call.oracle.missing} & target:
+            return
         raise CheckFailure(
             "a needed encoder output is missing but the gather returned a result",
             expected=f"a RuntimeError subclass naming {missing[0]!r}",
-            seen="a (partial) result",
+            seen=f"a result, after looking {looked_up[0]!r} up"
+            if looked_up
+            else "a (partial) result",
         )
     if not isinstance(error, RuntimeError):
         raise CheckFailure(
