@@ -99,7 +99,7 @@ def _rows(columns: Sequence[Column]) -> list[tuple[str, str, str, list[str]]]:
         info = CHECKS_BY_ID.get(check_id)
         cells = [c.cell(check_id) for c in columns]
         clause = info.clause if info else check_id.split("-", 1)[0]
-        level = "?" if info is None else info.level
+        level: str = "?" if info is None else info.level
         if info is not None and info.profile == "robustness":
             level += " (robustness)"
         rows.append((clause, level, check_id, cells))
