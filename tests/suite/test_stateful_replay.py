@@ -127,3 +127,34 @@ def test_the_printed_steps_replay_the_failure(
     assert what in replayed.stderr, replayed.stderr
     # The failure comes at the last step: the replay goes no further than the failure.
     assert f"line {len(snippet.splitlines())}" in replayed.stderr
+
+
+def test_a_hand_written_life_leaves_out_a_step_whose_precondition_fails() -> None:
+    """A target may change the cache itself; a scripted step with nothing to act on is left
+    out, as Hypothesis leaves it out, instead of crashing in the suite's own code."""
+    from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+    from rtmm_protocol.conformance.checks.stateful import _run_script, when
+
+    calls: list[str] = []
+
+    class Life(RuleBasedStateMachine):
+        items: list[int]
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.items = []
+
+        @rule()
+        def add(self) -> None:
+            calls.append("add")
+            self.items.append(1)
+
+        @precondition(when(lambda self: bool(self.items)))
+        @rule()
+        def remove(self) -> None:
+            calls.append("remove")
+            self.items.pop()
+
+    _run_script(Life, [("remove", {}), ("add", {}), ("remove", {}), ("remove", {})], True)
+    assert calls == ["add", "remove"]

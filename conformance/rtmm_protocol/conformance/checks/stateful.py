@@ -24,6 +24,7 @@ from hypothesis import seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     PRECONDITIONS_MARKER,
+    RULE_MARKER,
     RuleBasedStateMachine,
     initialize,
     precondition,
@@ -412,7 +413,10 @@ def _run_script(
     machine = machine_class()
     for rule_name, arguments in script:
         step = getattr(machine, rule_name)
-        holds = all(test(machine) for test in getattr(step, PRECONDITIONS_MARKER, ()))
+        # A precondition on a rule is kept in the rule's record (Hypothesis 6.100 and later).
+        record = getattr(step, RULE_MARKER, None)
+        tests = getattr(record, "preconditions", ()) or getattr(step, PRECONDITIONS_MARKER, ())
+        holds = all(test(machine) for test in tests)
         if holds and (rule_name != "dummy_run" or with_dummy):
             step(**arguments)
 
