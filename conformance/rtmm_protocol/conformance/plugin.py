@@ -214,7 +214,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f"; {len(newer)} newer checks not run" if newer else "")
         + ")",
         f"  versions: rtmm-protocol {env['rtmm_protocol']}, torch {env['torch']}, "
-        f"CUDA {env['cuda']}, Python {env['python']}",
+        f"Hypothesis {env.get('hypothesis', '?')}, CUDA {env['cuda']}, Python {env['python']}",
         f"  device:   {env['device']}, dtype {str(settings.dtype).removeprefix('torch.')}",
         f"  isolation: {where}",
     ]
