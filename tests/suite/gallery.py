@@ -403,6 +403,7 @@ STATE_FAULTS = (
     "merges-by-replacing",
     "skips-decode-merge",
     "oversize-batch-clamps",
+    "dummy-fresh-copy",
 )
 
 
@@ -440,6 +441,10 @@ class FaultyModelState(ReferenceModelState):
         view = super().dummy_inputs_embeds(num_tokens)
         if fault == "dummy-reallocates" and view is not None:
             return torch.zeros(num_tokens, self.hidden_size, dtype=self.dtype, device=self.device)
+        if fault == "dummy-fresh-copy" and view is not None:
+            # A copy made per call and freed when the caller drops it: the allocator may
+            # hand its address to the next call's copy.
+            return view.clone()
         if fault == "text-only-buffer" and self._text_buffer is not None:
             return self._text_buffer[:num_tokens]
         if fault == "dummy-ignores-size" and self.inputs_embeds is not None:
@@ -698,6 +703,10 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget(
         "dummy buffer allocated per call", model_state("dummy-reallocates"), "D2", "D2-dummy-views-share-storage",
         also=("D4", "R4"), why="on CUDA a fresh buffer is an allocation and a graph reads stale rows",
+    ),
+    BrokenTarget(
+        "dummy returns a fresh copy, freed after", model_state("dummy-fresh-copy"), "D2", "D2-dummy-views-share-storage",
+        also=("D4", "R4"), why="on CUDA each copy is an allocation and a graph reads a freed one",
     ),
     BrokenTarget(
         "real path writes another buffer", model_state("separate-real-buffer"), "D2", "D2-real-path-shares-storage",
