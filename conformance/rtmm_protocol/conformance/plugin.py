@@ -53,8 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--conformance=MODULE:FACTORY: a bare --conformance takes the next argument")
     add("--conformance-device", default=None, metavar="DEVICE",
         help="device to build targets on (default: cuda where the checks run has one, else cpu)")
-    add("--conformance-dtype", default="float32", choices=defaults.DTYPE_NAMES,
-        help="dtype of the state's buffer (default: float32)")
+    add("--conformance-dtype", default=defaults.DEFAULT_DTYPE, choices=defaults.DTYPE_NAMES,
+        help=f"dtype of the state's buffer (default: {defaults.DEFAULT_DTYPE})")
     add("--conformance-seed", type=int, default=defaults.DEFAULT_SEED, metavar="N",
         help=f"seed of the random batches (default: {defaults.DEFAULT_SEED}; printed in the "
         "header)")
@@ -257,7 +257,10 @@ class ConformanceItem(pytest.Item):
             self.user_properties.append(("cause", cause))
         if result.outcome is Outcome.FAILED:
             settings = state.settings
-            command = rerun_command(state.spec, settings.seed, str(settings.device), self.name)
+            dtype = str(settings.dtype).removeprefix("torch.")
+            command = rerun_command(
+                state.spec, settings.seed, str(settings.device), self.name, dtype=dtype
+            )
             raise ConformanceFailedError(f"{result.details or result.reason}\nrerun: {command}")
         if result.outcome in (Outcome.SKIPPED, Outcome.BLOCKED):
             # Reported at the check (not at this line), as pytest does for skip marks.
