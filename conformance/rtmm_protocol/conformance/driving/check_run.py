@@ -180,13 +180,10 @@ class CheckRun:
 
     @contextlib.contextmanager
     def deterministic(self, what: str) -> Iterator[None]:
-        """Where every random draw of a check runs. The draws are a function of the seed,
-        the check, the mode and the suite's and Hypothesis's versions alone: Hypothesis's
-        constants from the literals of loaded modules are left out (the user's, the
-        target's, a ``conftest.py``'s, an editable install's), so that neither the install,
-        the working folder, the process model nor an unrelated edit moves a verdict.
-        Hypothesis's ``Flaky`` is reported as the check failure behind it, said to come
-        from a target that did not fail every time on ``what``."""
+        """Where every random draw of a check runs, without Hypothesis's constants from the
+        literals of loaded modules: the draws are a function of the seed, the check, the
+        mode and the suite's and Hypothesis's versions alone. ``Flaky`` is reported as the
+        check failure behind it, from a target that did not fail every time on ``what``."""
         try:
             with without_local_constants():
                 yield

@@ -27,15 +27,8 @@ _SYMBOLS = {
 }
 #: The environment keys of every report; an engine's own (an adapter's ``vllm``) are extra.
 _STANDARD_ENV = {
-    "rtmm_protocol",
-    "protocol",
-    "torch",
-    "hypothesis",
-    "cuda",
-    "python",
-    "platform",
-    "device",
-}
+    "rtmm_protocol", "protocol", "torch", "hypothesis", "cuda", "python", "platform", "device"
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
