@@ -67,6 +67,7 @@ GATHER_FAULTS = (
     "empty-piece-for-non-embed-window",
     "stale-output-memo",
     "refuses-replaced-items",
+    "long-feature-row-dropped",
 )
 
 
@@ -314,6 +315,8 @@ class FaultyGatherer(EncoderRunner):
             row_start, row_end = row_start + 1, row_end + 1
         if fault == "last-row-dropped" and row_end - row_start >= 2:
             row_end -= 1  # one row too few for the True slots
+        if fault == "long-feature-row-dropped" and pos.length >= 5 and row_end - row_start >= 2:
+            row_end -= 1  # as above, for long features only: random examples find it
         if fault == "rows-shifted-by-one":  # still a view of the right output, wrong rows
             shift = 1 if row_end < output.shape[0] else -1 if row_start > 0 else 0
             row_start, row_end = row_start + shift, row_end + shift
@@ -433,6 +436,7 @@ STATE_FAULTS = (
     "merges-by-replacing",
     "skips-decode-merge",
     "oversize-batch-clamps",
+    "dummy-fresh-copy",
 )
 
 
@@ -470,6 +474,10 @@ class FaultyModelState(ReferenceModelState):
         view = super().dummy_inputs_embeds(num_tokens)
         if fault == "dummy-reallocates" and view is not None:
             return torch.zeros(num_tokens, self.hidden_size, dtype=self.dtype, device=self.device)
+        if fault == "dummy-fresh-copy" and view is not None:
+            # A copy made per call and freed when the caller drops it: the allocator may
+            # hand its address to the next call's copy.
+            return view.clone()
         if fault == "text-only-buffer" and self._text_buffer is not None:
             return self._text_buffer[:num_tokens]
         if fault == "dummy-ignores-size" and self.inputs_embeds is not None:
@@ -744,6 +752,10 @@ GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget(
         "dummy buffer allocated per call", model_state("dummy-reallocates"), "D2", "D2-dummy-views-share-storage",
         also=("D4", "R4"), why="on CUDA a fresh buffer is an allocation and a graph reads stale rows",
+    ),
+    BrokenTarget(
+        "dummy returns a fresh copy, freed after", model_state("dummy-fresh-copy"), "D2", "D2-dummy-views-share-storage",
+        also=("D4", "R4"), why="on CUDA each copy is an allocation and a graph reads a freed one",
     ),
     BrokenTarget(
         "real path writes another buffer", model_state("separate-real-buffer"), "D2", "D2-real-path-shares-storage",

@@ -175,3 +175,19 @@ def test_a_fault_of_the_state_level_gather_alone_is_not_a_merge_fault() -> None:
     outcomes = {r.check_id: r.outcome for r in report.results if r.mode == "realtime"}
     assert outcomes["R2-merged-rows-match-eager"] is Outcome.PASSED, report.table()
     assert outcomes["G1-window-slots"] is Outcome.FAILED, report.table()
+
+
+def test_a_fresh_dummy_copy_fails_the_buffer_test_in_every_life() -> None:
+    """Each life keeps its first dummy run's tensor, so a copy made per call (and freed by
+    the caller) cannot pass by being given the address of the one before it."""
+    lives = ["G8-stateful-life-matches-oracle", "C1-changes-accepted", "C2-changes-never-stale"]
+    report = check_model_state(
+        model_state("dummy-fresh-copy"), device="cpu", examples=0, checks=lives
+    )
+    assert {(r.check_id, r.mode) for r in report.results} == {
+        (check, mode) for check in lives for mode in ("realtime", "non-realtime")
+    }
+    for result in report.results:
+        assert result.outcome is Outcome.FAILED, report.table()
+        assert result.reason == "a dummy run returned another buffer later in the state's life"
+        assert result.details.count("state.dummy_run(size=3)") == 2, result.details

@@ -187,7 +187,9 @@ def test_header_failure_message_and_rerun_by_node_id(project: Path) -> None:
     assert result.returncode == 1, out
     assert "target:   targets:make_copying (ModelState)" in out
     assert "seed:     20260 (--conformance-seed)" in out
-    assert re.search(r"versions: rtmm-protocol \S+, torch \S+, CUDA \S+, Python \S+", out)
+    assert re.search(
+        r"versions: rtmm-protocol \S+, torch \S+, Hypothesis \S+, CUDA \S+, Python \S+", out
+    )
     assert "rtmm-conformance::G6-pieces-are-views[realtime] FAILED" in out
     assert "expected:" in out
     assert "seen:" in out
@@ -277,7 +279,14 @@ def test_json_report_and_junit_properties(project: Path) -> None:
     assert profiles["G1-zero-scheduled-contributes-nothing"] == "robustness"
     assert report["summary"]["profiles"]["robustness"]["passed"] == 1
     assert {c["clause"] for c in report["checks"]} == {"G1", "D2"}
-    assert set(report["environment"]) >= {"rtmm_protocol", "torch", "python", "cuda", "device"}
+    assert set(report["environment"]) >= {
+        "rtmm_protocol",
+        "torch",
+        "hypothesis",
+        "python",
+        "cuda",
+        "device",
+    }
     assert report["settings"]["seed"] == 20260
     props = {
         (p.get("name"), p.get("value")) for p in ET.parse(project / "junit.xml").iter("property")

@@ -18,7 +18,12 @@ from rtmm_protocol.conformance.driving.factories import Target
 from rtmm_protocol.conformance.driving.gather_call import describe_error
 from rtmm_protocol.conformance.reporting.causes import cause_of_failure
 from rtmm_protocol.conformance.reporting.matrix import main as matrix_main
-from rtmm_protocol.conformance.reporting.report import REPORT_SCHEMA, ConformanceReport, aggregate
+from rtmm_protocol.conformance.reporting.report import (
+    REPORT_SCHEMA,
+    ConformanceReport,
+    aggregate,
+    rerun_command,
+)
 from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckResult, Outcome
 from rtmm_protocol.conformance.reporting.schema import report_schema, validate_report
 from rtmm_protocol.conformance.reporting.xfail import parse_xfail_text
@@ -327,3 +332,23 @@ def test_matrix_shows_causes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "| G6 | MUST | `G6-pieces-are-views` | FAIL (1) |" in markdown
     assert "Causes of the failures of copies:" in markdown
     assert "1. " in markdown
+
+
+def test_the_rerun_command_carries_every_setting_that_is_not_the_default() -> None:
+    label = "G5-rows-match-mask[realtime]"
+    plain = rerun_command("t:f", 20260, "cpu", label)
+    assert plain == f"pytest --conformance=t:f 'rtmm-conformance::{label}'"
+    assert rerun_command("t:f", 20260, "cpu", label, dtype="float32") == plain
+    half = rerun_command("t:f", 7, "cuda:1", label, dtype="bfloat16")
+    assert half == (
+        "pytest --conformance=t:f --conformance-seed=7 --conformance-device=cuda:1 "
+        f"--conformance-dtype=bfloat16 'rtmm-conformance::{label}'"
+    )
+    failed = _result(G5.id, "realtime", Outcome.FAILED, "wrong rows")
+    report = replace(
+        _report([failed]),
+        settings=settings_summary(RunSettings(device=torch.device("cpu"), dtype=torch.float16)),
+    )
+    assert report.rerun_command(failed) == (
+        f"pytest --conformance=t:f --conformance-dtype=float16 'rtmm-conformance::{label}'"
+    )

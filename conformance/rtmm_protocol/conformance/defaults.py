@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "DEFAULT_DTYPE",
     "DEFAULT_EXAMPLES",
     "DEFAULT_SEED",
     "DEFAULT_TIMEOUT_S",
@@ -24,6 +25,8 @@ DEFAULT_EXAMPLES: Final = 30
 DEFAULT_TIMEOUT_S: Final = 120.0
 #: dtype names accepted on the command line.
 DTYPE_NAMES: Final = ("float32", "float16", "bfloat16")
+#: The dtype of the state's buffer when none is asked for.
+DEFAULT_DTYPE: Final = DTYPE_NAMES[0]
 #: Where checks run: ``process`` (a worker process: CUDA-safe, a crash or a hang fails one
 #: check), ``off`` (the calling process), ``auto`` (``process`` unless the factory cannot
 #: be sent to another process).

@@ -53,8 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--conformance=MODULE:FACTORY: a bare --conformance takes the next argument")
     add("--conformance-device", default=None, metavar="DEVICE",
         help="device to build targets on (default: cuda where the checks run has one, else cpu)")
-    add("--conformance-dtype", default="float32", choices=defaults.DTYPE_NAMES,
-        help="dtype of the state's buffer (default: float32)")
+    add("--conformance-dtype", default=defaults.DEFAULT_DTYPE, choices=defaults.DTYPE_NAMES,
+        help=f"dtype of the state's buffer (default: {defaults.DEFAULT_DTYPE})")
     add("--conformance-seed", type=int, default=defaults.DEFAULT_SEED, metavar="N",
         help=f"seed of the random batches (default: {defaults.DEFAULT_SEED}; printed in the "
         "header)")
@@ -222,7 +222,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (f"; {len(newer)} newer checks not run" if newer else "")
         + ")",
         f"  versions: rtmm-protocol {env['rtmm_protocol']}, torch {env['torch']}, "
-        f"CUDA {env['cuda']}, Python {env['python']}",
+        f"Hypothesis {env.get('hypothesis', '?')}, CUDA {env['cuda']}, Python {env['python']}",
         f"  device:   {env['device']}, dtype {str(settings.dtype).removeprefix('torch.')}",
         f"  isolation: {where}",
     ]
@@ -260,11 +260,14 @@ class ConformanceItem(pytest.Item):
             cause = f"{key_digest(result.cause_key)}: {result.cause_title}"
             self.user_properties.append(("cause", cause))
         settings = state.settings
+        dtype = str(settings.dtype).removeprefix("torch.")
         raise_verdict(
             result,
             fail_on=state.fail_on,
             baseline=state.baseline,
-            rerun=rerun_command(state.spec, settings.seed, str(settings.device), self.name),
+            rerun=rerun_command(
+                state.spec, settings.seed, str(settings.device), self.name, dtype=dtype
+            ),
         )
 
     def repr_failure(

@@ -255,7 +255,8 @@ def change_life(run: CheckRun, judge: Judge) -> type[RuleBasedStateMachine]:
 
 
 #: Hand-written lives, run before the random ones: every change of SPEC C1 at least
-#: once, each followed by a step whose window reads what changed.
+#: once, each followed by a step whose window reads what changed; two dummy runs of one
+#: size in the second (where a state has them), which must hand out one buffer.
 _SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
     (
         ("start", {"prompts": [(24, [(0, 4, None, True), (1, 3, (True, False, True), True)])]}),
@@ -274,8 +275,10 @@ _SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
     (
         ("start", {"prompts": [(8, [(1, 3, None, True)])]}),
         ("assign_request", {"prefill_len": 10, "shapes": [(1, 4, None, True)]}),
+        ("dummy_run", {"size": 3}),
         ("step_all", {"size": 3}),
         ("put_new_values", {"choice": 1}),
+        ("dummy_run", {"size": 3}),
         ("step_all", {"size": 3}),
         ("delete_output", {"choice": 0}),
         ("step_all", {"size": 2}),

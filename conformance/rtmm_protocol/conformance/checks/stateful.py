@@ -112,7 +112,9 @@ def life_machine(
             self.requests: dict[str, LiveRequest] = {}
             self.ordinals: dict[str, int] = {}
             self.counter = 0
-            self.dummy_storage: int | None = None
+            #: The first dummy run's tensor, kept alive for the life: while it lives, no
+            #: other tensor can be given its storage's address.
+            self.first_dummy: torch.Tensor | None = None
 
         # -------------------------------------------------------------- events
 
@@ -295,10 +297,10 @@ def life_machine(
                     expected=f"a ({size}, {hidden}) view of the buffer",
                     seen=type(view).__name__,
                 )
-            storage = view.untyped_storage().data_ptr()
-            if self.dummy_storage is None:
-                self.dummy_storage = storage
-            if storage != self.dummy_storage:
+            if self.first_dummy is None:
+                self.first_dummy = view
+            first = self.first_dummy.untyped_storage().data_ptr()
+            if view.untyped_storage().data_ptr() != first:
                 raise CheckFailure(
                     "a dummy run returned another buffer later in the state's life",
                     expected="the same storage for every dummy run",
@@ -376,8 +378,10 @@ def compare_with_oracle(call: GatherCall) -> None:
 
 
 #: Hand-written lives run before the random ones, each a list of ``(rule, arguments)``:
-#: a stream that grows while the prompt is still being processed, then decodes; and
-#: requests that come and go while outputs are freed and cached again.
+#: a stream that grows while the prompt is still being processed, then decodes, with two
+#: dummy runs of one size in between (the second must hand out the first one's buffer,
+#: not a copy at the address of a freed one); and requests that come and go while outputs
+#: are freed and cached again.
 _SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
     (
         ("start", {"prompts": [(12, [(0, 3, None, True)])]}),
@@ -386,6 +390,7 @@ _SCRIPTED_LIVES: tuple[tuple[tuple[str, dict[str, object]], ...], ...] = (
         ("dummy_run", {"size": 3}),
         ("step_all", {"size": 4}),
         ("append_feature", {"choice": 0, "shape": (1, 3, None, True)}),
+        ("dummy_run", {"size": 3}),
         ("step", {"choices": [0], "sizes": [8, 0, 0, 0], "lookahead": 1}),
         ("step_all", {"size": 2}),
     ),

@@ -25,6 +25,7 @@ from rtmm_protocol.conformance.driving.context import (
 )
 from rtmm_protocol.conformance.driving.factories import detect_kind
 from rtmm_protocol.conformance.driving.gather_call import GatherCall, call_gather, describe_error
+from rtmm_protocol.conformance.driving.hypothesis_local_constants import without_local_constants
 from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckSkipped
 from rtmm_protocol.conformance.settings import DTYPES, RunSettings
 from rtmm_protocol.testing.scenario import GatherScenario
@@ -179,10 +180,13 @@ class CheckRun:
 
     @contextlib.contextmanager
     def deterministic(self, what: str) -> Iterator[None]:
-        """Report Hypothesis's ``Flaky`` as the check failure behind it, said to come from a
-        target that did not fail every time on ``what``."""
+        """Where every random draw of a check runs, without Hypothesis's constants from the
+        literals of loaded modules: the draws are a function of the seed, the check, the
+        mode and the suite's and Hypothesis's versions alone. ``Flaky`` is reported as the
+        check failure behind it, from a target that did not fail every time on ``what``."""
         try:
-            yield
+            with without_local_constants():
+                yield
         except Flaky as flaky:
             inner = first_check_failure(flaky)
             if inner is None:

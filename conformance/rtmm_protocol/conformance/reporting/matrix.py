@@ -26,7 +26,9 @@ _SYMBOLS = {
     "not run": "not run",
 }
 #: The environment keys of every report; an engine's own (an adapter's ``vllm``) are extra.
-_STANDARD_ENV = {"rtmm_protocol", "protocol", "torch", "cuda", "python", "platform", "device"}
+_STANDARD_ENV = {
+    "rtmm_protocol", "protocol", "torch", "hypothesis", "cuda", "python", "platform", "device"
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

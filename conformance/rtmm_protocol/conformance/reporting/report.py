@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID, CLAUSES, PROFILES, CheckInfo
-from rtmm_protocol.conformance.defaults import DEFAULT_SEED, NODE_PREFIX
+from rtmm_protocol.conformance.defaults import DEFAULT_DTYPE, DEFAULT_SEED, NODE_PREFIX
 from rtmm_protocol.conformance.reporting.causes import Cause, group_causes
 from rtmm_protocol.conformance.reporting.results import FAILING_OUTCOMES, CheckResult, Outcome
 
@@ -50,13 +50,18 @@ _PRECEDENCE = (
 )
 
 
-def rerun_command(target: str, seed: object, device: str, label: str) -> str:
-    """The command that reruns one check in one mode (its failure shows the replay)."""
+def rerun_command(
+    target: str, seed: object, device: str, label: str, *, dtype: object = DEFAULT_DTYPE
+) -> str:
+    """The command that reruns one check in one mode (its failure shows the replay): the
+    seed, device and dtype are spelled out where they are not the defaults."""
     parts = ["pytest", f"--conformance={target}"]
     if seed is not None and seed != DEFAULT_SEED:
         parts.append(f"--conformance-seed={seed}")
     if device.startswith("cuda"):
         parts.append(f"--conformance-device={device}")
+    if dtype is not None and dtype != DEFAULT_DTYPE:
+        parts.append(f"--conformance-dtype={dtype}")
     return " ".join([*parts, f"'{NODE_PREFIX}::{label}'"])
 
 
@@ -338,7 +343,8 @@ class ConformanceReport:
     def rerun_command(self, result: CheckResult) -> str:
         """The command that reruns one check in one mode (its failure shows the replay)."""
         device, seed = str(self.settings.get("device", "cpu")), self.settings.get("seed")
-        return rerun_command(self.target, seed, device, result.label)
+        dtype = self.settings.get("dtype", DEFAULT_DTYPE)
+        return rerun_command(self.target, seed, device, result.label, dtype=dtype)
 
     def should_details(self) -> str:
         """The full details of every SHOULD failure of the contract reported as a warning

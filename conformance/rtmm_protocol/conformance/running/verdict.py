@@ -10,6 +10,7 @@ import types
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
+import hypothesis
 import numpy
 import torch
 import torch.nn.functional
@@ -45,13 +46,16 @@ __all__ = [
 
 
 def environment_info(device: torch.device, *, name_device: bool = False) -> dict[str, str]:
-    """Package, protocol, torch, CUDA (torch's build) and Python versions, and the device.
-    ``name_device`` adds a CUDA device's name, which initialises CUDA: only a worker may."""
+    """Package, protocol, torch, Hypothesis, CUDA (torch's build) and Python versions, and
+    the device. The Hypothesis version is part of what a seed means: another version draws
+    other examples from the same seed. ``name_device`` adds a CUDA device's name, which
+    initialises CUDA: only a worker may."""
     named = name_device and device.type == "cuda"
     return {
         "rtmm_protocol": __version__,
         "protocol": PROTOCOL_VERSION,
         "torch": torch.__version__,
+        "hypothesis": hypothesis.__version__,
         "cuda": torch.version.cuda or "none",
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
