@@ -115,13 +115,18 @@ def _check_out(out: object, shape: tuple[int, int], storage: torch.Tensor) -> No
             and out.is_contiguous()
             and out.is_cpu == storage.is_cpu  # a meta tensor is not on the CPU
             and out.get_device() == storage.get_device()  # -1 on the CPU
+            and not out.requires_grad  # index_select and cat refuse to write into it
         ):
             return
         layout = "" if out.is_contiguous() else "non-contiguous "
         seen = f"a {layout}{out.dtype} tensor of shape {tuple(out.shape)} on {out.device}"
+        seen += " that requires grad" if out.requires_grad else ""
     else:
         seen = f"a {type(out).__name__}"
-    wanted = f"a contiguous {storage.dtype} tensor of shape {shape} on {storage.device}"
+    wanted = (
+        f"a contiguous {storage.dtype} tensor of shape {shape} on {storage.device}"
+        " that does not require grad"
+    )
     raise ValueError(f"out must be {wanted}, got {seen}")
 
 
