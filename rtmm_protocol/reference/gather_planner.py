@@ -179,7 +179,7 @@ def _plan_at_once(
     ends = starts + scheduled[requests]
     # The features ending after s and starting before e: entries [first, last) of the lane.
     keys = lanes.origin[requests] + starts
-    if batch.max_scheduled <= 1:  # decode: the feature holding the one position, if any
+    if batch.max_scheduled <= 1 and requests.shape[0] >= 256:  # decode (fewer: search)
         first = _decode_entries(table, lanes, requests, keys)
         last = first + (table.lane_start[first] <= keys)
     else:
