@@ -1,11 +1,15 @@
-"""``python -m benchmarks [--vs-vllm] [--quick] [--device D] [--dtype T] [--output PATH]``.
+"""``python -m benchmarks [--vs-vllm | --against REV] [--quick] [--device D] [--dtype T] [--output PATH]``.
 
 With ``--vs-vllm``: the reference against vLLM's own ``EncoderRunner`` on identical
 inputs (list form, rows as one tensor, the whole real step, and the copy floor of the
 rows), at hidden sizes 1,280 and 4,096. vLLM must be importable; otherwise the run says
 how to install it and exits with status 2.
 
-Without it: the reference against the self-written per-request loop, plus the scaling
+With ``--against REV``: the reference at git revision REV against the working tree's,
+side by side on the same inputs, new/old per path (see :mod:`benchmarks.against`);
+the way to judge a change to the reference.
+
+Without either: the reference against the self-written per-request loop, plus the scaling
 sweeps and their plot, for machines without vLLM.
 
 Every path's output is checked against its comparison on every step before timing;
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.against import RevisionError, run_against
 from benchmarks.gather_bench import measure_workload
 from benchmarks.peer_bench import measure_against_vllm
 from benchmarks.report import Report, machine_info, write_scaling_plot, write_step_plot
@@ -170,6 +176,36 @@ def _run_loop(args: argparse.Namespace, report: Report, plot: Path) -> None:
             progress(f"no plot: {why_not}")
 
 
+def _load() -> str:
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def _run_against(args: argparse.Namespace) -> int:
+    try:
+        results, text = run_against(
+            args.against,
+            quick=args.quick,
+            rounds=args.rounds,
+            budget_s=args.budget,
+            hidden_size=args.hidden_sizes[0] if args.hidden_sizes else None,
+            dtype=args.dtype_name,
+            device=str(args.device),
+            threads=args.threads,
+            workloads=args.workloads,
+        )
+    except (RevisionError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(text)
+    print(f"\nload average (1, 5, 15 min) at the end: {_load()}")
+    agree = all(result.outputs_match for result in results)
+    print(
+        f"\nnew/old = old time / new time (above 1: the working tree is faster); "
+        f"outputs {'agree' if agree else 'DIFFER'}"
+    )
+    return 0 if agree else 1
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
@@ -178,6 +214,19 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--vs-vllm", action="store_true", help=f"compare with vLLM {VLLM_VERSION}'s EncoderRunner"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="time the reference at git revision REV against the working tree's, new/old",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="--against: interleaved rounds (at least 3)"
+    )
+    parser.add_argument(
+        "--workloads",
+        type=lambda text: tuple(text.split(",")),
+        help="--against: comma-separated workload names (default: all)",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, correctness only")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -202,6 +251,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--budget", type=float, help="seconds of timing per workload (default 3, quick 0.05)"
     )
     args = parser.parse_args(argv)
+    if args.against is not None and args.vs_vllm:
+        parser.error("--against and --vs-vllm are separate comparisons: choose one")
+    args.dtype_name = args.dtype
     args.dtype = _DTYPES[args.dtype]
     try:
         args.device = torch.device(args.device)
@@ -211,7 +263,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--device cuda: torch reports no CUDA device on this machine")
     if args.device.type not in ("cpu", "cuda"):
         parser.error(f"--device {args.device}: only cpu and cuda are supported")
-    if args.budget is None:
+    if args.budget is None and args.against is None:  # --against has its own defaults
         args.budget = 0.05 if args.quick else 3.0
     return args
 
@@ -226,6 +278,8 @@ def _default_output(args: argparse.Namespace) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; 0 when every path agreed, 1 when one did not, 2 without vLLM."""
     args = _parse(argv)
+    if args.against is not None:
+        return _run_against(args)
     torch.set_num_threads(args.threads)
     output: Path = args.output or _default_output(args)
     plot: Path = args.plot or output.with_suffix(".png")

@@ -25,6 +25,7 @@ PATHS = {
     "rows": "plan_mm_gather, then rows() into a reused buffer",
     "copy_floor": "index_select of the same rows from one contiguous tensor",
     "step": "get_mm_embeddings: the whole real step, merge included (no loop counterpart)",
+    "checks": "the input checks validation adds to each step (E1, E2), timed alone",
 }
 
 
@@ -132,6 +133,7 @@ def measure_workload(workload: Workload, *, budget_s: float) -> GatherResult:
         "rows": lambda: ours.rows(steps[current]),
         "copy_floor": lambda: floor.copy(current),
         "step": lambda: ours.step(batches[current]),
+        "checks": lambda: ours.checks(batches[current]),
     }
     synchronize = torch.cuda.synchronize if workload.device.type == "cuda" else None
     samples = alternate(paths, budget_s=budget_s, before_round=next_step, synchronize=synchronize)

@@ -34,6 +34,7 @@ COMPARISONS = ("list", "rows", "step")
 PEER_PATHS = (
     *(f"{side}_{name}" for name in COMPARISONS for side in ("vllm", "ours")),
     "copy_floor",
+    "ours_checks",  # the input checks a validating reference adds to each step
 )
 
 
@@ -138,6 +139,7 @@ def measure_against_vllm(
         "vllm_step": lambda: peer.step(steps[current], batches[current].input_ids[:num_tokens]),
         "ours_step": lambda: ours.step(batches[current]),
         "copy_floor": lambda: floor.copy(current),
+        "ours_checks": lambda: ours.checks(batches[current]),
     }
     synchronize = torch.cuda.synchronize if workload.device.type == "cuda" else None
     samples = alternate(

@@ -13,6 +13,7 @@ import torch
 from benchmarks.scenarios import VOCAB_SIZE, Workload
 from rtmm_protocol.reference import ReferenceModelState
 from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
+from rtmm_protocol.validation import check_feature_list, check_input_batch
 
 __all__ = ["ReferenceSide", "toy_model"]
 
@@ -59,6 +60,17 @@ class ReferenceSide:
         """The plan, then its rows in slot order, into the reused buffer."""
         plan = self.runner.plan_mm_gather(*args)
         return plan.rows(out=self._rows_out[: plan.num_rows])
+
+    def checks(self, batch: ReferenceInputBatch) -> None:
+        """The input checks a validating state makes on each step (SPEC E1, E2), which
+        ``validate=False`` skips: the batch's (``get_mm_embeddings``), then every listed
+        request's features (``EncoderRunner.plan_checked``)."""
+        known = self.cache.mm_features
+        check_input_batch(
+            batch, 0, max_num_tokens=self.state.max_num_tokens, validate=True, known_req_ids=known
+        )
+        for req_id in batch.req_ids:
+            check_feature_list(req_id, known.get(req_id, ()))
 
     def step(self, batch: ReferenceInputBatch) -> torch.Tensor | None:
         """The whole real step: nothing to encode (all cached), gather, merge."""

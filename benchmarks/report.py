@@ -49,6 +49,8 @@ __all__ = [
     "write_step_plot",
 ]
 
+#: The two sides of the vLLM comparison, as its paths name them.
+SIDES = ("vllm", "ours")
 SCHEMA = "rtmm-protocol-benchmark/2"
 #: The hidden size the targets are stated at.
 TARGET_HIDDEN_SIZE = 1280
@@ -263,6 +265,7 @@ class Report:
                 "rows()",
                 "floor",
                 "step",
+                "checks",
                 "list x",
                 "rows x",
                 "ok",
@@ -330,16 +333,18 @@ class Report:
                 *(f"{n} x" for n in COMPARISONS),
                 "floor",
                 "rows/floor",
+                "checks",
                 "ok",
             ]
             rows = [
                 [
                     short_name(r.kind, r.params),
                     _fmt(r.rows_mib),
-                    *(_fmt(r.median_us[p] / 1e3) for p in PEER_PATHS[:-1]),
+                    *(_fmt(r.median_us[f"{s}_{n}"] / 1e3) for n in COMPARISONS for s in SIDES),
                     *(_fmt(r.ratios[n]) for n in COMPARISONS),
                     _fmt(r.median_us["copy_floor"] / 1e3),
                     _fmt(r.over_floor),
+                    _fmt(r.median_us["ours_checks"] / 1e3),
                     "yes" if r.outputs_match else "NO",
                 ]
                 for r in results

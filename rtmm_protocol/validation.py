@@ -39,9 +39,12 @@ __all__ = [
     "check_buffer_size",
     "check_device",
     "check_encoder_output",
+    "check_encoder_outputs",
     "check_feature_list",
     "check_gather_args",
     "check_input_batch",
+    "check_out_disjoint",
+    "check_rows_out",
     "check_scheduled_encoder_inputs",
     "check_size",
     "require_int",
@@ -680,3 +683,61 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
         return a.index is None or b.index is None or a.index == b.index
     current = torch.cuda.current_device() if None in (a.index, b.index) else 0
     return (current if a.index is None else a.index) == (current if b.index is None else b.index)
+
+
+_SHAPE = operator.attrgetter("shape")
+_DEVICE = operator.attrgetter("device")
+_IS_CPU = operator.attrgetter("is_cpu")
+
+
+def check_rows_out(out: object, shape: tuple[int, int], storage: torch.Tensor) -> None:
+    """Refuse, by a ``ValueError`` naming it, an ``out`` that cannot receive rows of
+    ``storage``'s dtype and device in ``shape`` (the reference's ``MMGatherPlan.rows``)."""
+    if isinstance(out, torch.Tensor):
+        if (
+            out.dtype is storage.dtype
+            and out.shape == shape
+            and out.is_contiguous()
+            and out.is_cpu == storage.is_cpu  # a meta tensor is not on the CPU
+            and out.get_device() == storage.get_device()  # -1 on the CPU
+            and not out.requires_grad  # index_select and cat refuse to write into it
+        ):
+            return
+        layout = "" if out.is_contiguous() else "non-contiguous "
+        seen = f"a {layout}{out.dtype} tensor of shape {tuple(out.shape)} on {out.device}"
+        seen += " that requires grad" if out.requires_grad else ""
+    else:
+        seen = f"a {type(out).__name__}"
+    wanted = f"a contiguous {storage.dtype} tensor of shape {shape} on {storage.device}"
+    wanted += " that does not require grad" if "grad" in seen else ""
+    raise ValueError(f"out must be {wanted}, got {seen}")
+
+
+def check_encoder_outputs(
+    features: Sequence[MultiModalFeature] | npt.NDArray[np.object_],
+    outputs: Sequence[object],
+    num_embeds: Sequence[int],
+    hidden_size: int,
+    device: torch.device,
+) -> None:
+    """:func:`check_encoder_output` for many outputs at once, ``num_embeds`` the features'
+    counts: a fast test, then the one-by-one check (and its error) when it fails."""
+    if (
+        all(map(isinstance, outputs, itertools.repeat(torch.Tensor)))
+        and list(map(_SHAPE, outputs)) == list(zip(num_embeds, itertools.repeat(hidden_size)))
+        and (
+            all(map(_IS_CPU, outputs))  # cheaper than comparing devices
+            if device.type == "cpu"
+            else list(map(_DEVICE, outputs)).count(device) == len(outputs)
+        )
+    ):
+        return
+    for feature, output in zip(features, outputs, strict=True):
+        check_encoder_output(feature, output, hidden_size, device=device)
+
+
+def check_out_disjoint(out: torch.Tensor, read: Sequence[torch.Tensor]) -> None:
+    """Refuse an ``out`` that shares memory with a tensor the rows are read from."""
+    target = out.untyped_storage().data_ptr()
+    if any(tensor.untyped_storage().data_ptr() == target for tensor in read):
+        raise ValueError("out shares memory with a tensor the rows are read from")

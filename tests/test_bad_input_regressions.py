@@ -716,6 +716,7 @@ _BAD_OUT: dict[str, Callable[[int], object]] = {
     "numpy": lambda n: np.zeros((n, HIDDEN), dtype=np.float32),
     "not contiguous": lambda n: torch.empty(HIDDEN, n).T,
     "shape": lambda n: torch.empty(n + 1, HIDDEN),
+    "requires grad": lambda n: torch.empty(n, HIDDEN, requires_grad=True),
 }
 
 
@@ -731,6 +732,19 @@ def test_class9_a_wrong_out_buffer_is_refused_by_name(rows: int, kind: str) -> N
     out = torch.empty(rows, HIDDEN)
     assert plan.rows(out=out) is out
     assert torch.equal(out, _numbered(rows, 2.0))
+
+
+@pytest.mark.parametrize("rows", [_SHORT, _LONG], ids=["arena", "block-copy"])
+def test_class9_an_out_buffer_that_requires_grad_is_refused_by_name(rows: int) -> None:
+    """rows(out=t) with t a leaf that requires grad once raised torch's raw RuntimeError
+    from index_select (or cat), which did not name ``out``; t is left untouched."""
+    _, runner, _, batch = _one_output_world(rows, _numbered(rows, 2.0))
+    plan = runner.plan_mm_gather(*_args_of(batch))
+    out = torch.zeros(rows, HIDDEN, requires_grad=True)
+    with pytest.raises(ValueError, match=r"^out must be .* not require grad, got .* requires grad"):
+        plan.rows(out=out)
+    assert out.grad_fn is None
+    assert not out.detach().any()
 
 
 @pytest.mark.parametrize("rows", [_SHORT, _LONG], ids=["arena", "block-copy"])

@@ -10,9 +10,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -285,3 +288,70 @@ def test_committed_results_render_as_narrow_captioned_tables(comparison: str) ->
     # One number format, without exponents.
     assert "e+" not in page
     assert "e-0" not in page
+
+
+def _scratch_repo(tmp_path: Path) -> Path:
+    """A git repository holding a copy of the package, committed as it is now."""
+    repo = tmp_path / "scratch"
+    shutil.copytree(
+        ROOT / "rtmm_protocol", repo / "rtmm_protocol", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    return repo
+
+
+def _plant(repo: Path, module: str, anchor: str, replacement: str) -> None:
+    path = repo / "rtmm_protocol" / "reference" / module
+    text = path.read_text("utf-8")
+    assert anchor in text, f"{module} no longer holds {anchor!r}: plant elsewhere"
+    path.write_text(text.replace(anchor, replacement, 1), "utf-8")
+
+
+def _against(repo: Path) -> list[Any]:
+    against = _benchmark_module("benchmarks.against")
+    results, text = against.run_against(
+        "HEAD",
+        quick=True,
+        rounds=3,
+        budget_s=0.05,
+        workloads=["decode-4"],
+        repo=repo,
+        package_root=repo,
+    )
+    assert "new/old" in text
+    worktrees = subprocess.run(
+        ["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(worktrees) == 1  # the temporary checkout of the old side is gone
+    return list(results)
+
+
+def test_against_sees_a_slowdown_planted_in_the_hot_path(tmp_path: Path) -> None:
+    """The committed copy is the old side, the copy with a sleep in plan_gather the new."""
+    repo = _scratch_repo(tmp_path)
+    anchor = "    lanes = table.sync(cache.mm_features, req_ids)\n"
+    _plant(repo, "gather_planner.py", anchor, "    __import__('time').sleep(0.003)\n" + anchor)
+    (result,) = _against(repo)
+    assert result.outputs_match
+    for path in ("list", "rows", "step", "plan"):
+        assert len(result.ratios[path]) == 3
+        assert result.ratio(path) < 1, (path, result.ratios[path])
+
+
+def test_against_compares_outputs(tmp_path: Path) -> None:
+    """Rows doubled on the new side: the paths that return rows disagree with the old."""
+    repo = _scratch_repo(tmp_path)
+    anchor = "return torch.index_select(storage, 0, positions, out=out)"
+    _plant(repo, "gather_plan.py", anchor, anchor + ".mul_(2)")
+    (result,) = _against(repo)
+    assert not result.outputs_match
+
+
+def test_against_an_unknown_revision_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _quick_main(["--against", "no-such-revision-anywhere"]) == 2
+    assert "--against 'no-such-revision-anywhere': no such commit" in capsys.readouterr().err

@@ -364,8 +364,11 @@ def test_output_with_too_few_rows_placed_directly_is_never_sliced_short(planner:
     _plan(runner, scenario.req_ids, scenario.arrays(), 0).rows()
     cache.encoder_outputs["a0"] = torch.ones(2, 4)  # bypasses the checked way in
     pattern = r"encoder output of 'a0' has 2 rows but its placeholder has num_embeds=3"
+    plan = _plan(runner, scenario.req_ids, scenario.arrays(), 0)  # reading the rows checks
     with pytest.raises(ValueError, match=pattern):
-        _plan(runner, scenario.req_ids, scenario.arrays(), 0)
+        plan.rows()
+    with pytest.raises(ValueError, match=pattern):
+        plan.pieces()
 
 
 def test_a_step_past_the_pair_limit_is_planned_again_at_once() -> None:

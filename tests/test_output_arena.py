@@ -20,18 +20,27 @@ def _tensor(rows: int, value: float) -> torch.Tensor:
     return torch.full((rows, HIDDEN), value)
 
 
+def _starts(
+    arena: EncoderOutputArena, identifiers: list[str], outputs: list[torch.Tensor]
+) -> torch.Tensor:
+    """The first row of each output's copy (``locate`` also gives the copies' rows)."""
+    starts, rows = arena.locate(identifiers, outputs)
+    assert rows.tolist() == [int(output.shape[0]) for output in outputs]
+    return torch.from_numpy(starts)
+
+
 def _copy_of(arena: EncoderOutputArena, identifier: str, output: torch.Tensor) -> torch.Tensor:
-    (start,) = arena.locate([identifier], [output]).tolist()
+    (start,) = _starts(arena, [identifier], [output]).tolist()
     return arena.storage[start : start + output.shape[0]]
 
 
 def test_an_output_is_copied_once_and_found_again() -> None:
     arena = _arena(8)
     output = _tensor(3, 2.0)
-    first = arena.locate(["x"], [output])
+    first = _starts(arena, ["x"], [output])
     assert torch.equal(_copy_of(arena, "x", output), output)
     arena.storage.zero_()  # were it copied again, the values would come back
-    assert arena.locate(["x"], [output]).tolist() == first.tolist()
+    assert _starts(arena, ["x"], [output]).tolist() == first.tolist()
     assert torch.equal(_copy_of(arena, "x", output), torch.zeros(3, HIDDEN))
     assert arena.rows_free == 5
 
@@ -39,7 +48,7 @@ def test_an_output_is_copied_once_and_found_again() -> None:
 def test_an_output_written_in_place_is_copied_anew() -> None:
     arena = _arena(8)
     output = _tensor(2, 1.0)
-    arena.locate(["x"], [output])
+    _starts(arena, ["x"], [output])
     output += 6  # torch counts the write in the tensor's version
     assert torch.equal(_copy_of(arena, "x", output), _tensor(2, 7.0))
     output[1:].fill_(-1.0)  # a write through a view counts too
@@ -48,7 +57,7 @@ def test_an_output_written_in_place_is_copied_anew() -> None:
 
 def test_a_replaced_tensor_is_copied_anew() -> None:
     arena = _arena(8)
-    arena.locate(["x"], [_tensor(2, 1.0)])
+    _starts(arena, ["x"], [_tensor(2, 1.0)])
     second = _tensor(2, 5.0)  # the same identifier, a new output
     assert torch.equal(_copy_of(arena, "x", second), second)
     assert arena.rows_free == 6  # the first copy's rows came back
@@ -68,7 +77,7 @@ def test_an_output_that_requires_grad_is_copied_as_plain_values() -> None:
 def test_rows_of_dropped_outputs_come_back_when_room_is_needed() -> None:
     arena = _arena(6)
     kept, dropped = _tensor(2, 1.0), _tensor(2, 2.0)
-    arena.locate(["a", "b"], [kept, dropped])
+    _starts(arena, ["a", "b"], [kept, dropped])
     assert arena.rows_free == 2
     del dropped
     gc.collect()
@@ -80,11 +89,11 @@ def test_rows_of_dropped_outputs_come_back_when_room_is_needed() -> None:
 def test_room_is_made_from_copies_the_call_does_not_need() -> None:
     arena = _arena(4)
     old = _tensor(3, 1.0)
-    arena.locate(["old"], [old])
+    _starts(arena, ["old"], [old])
     new = _tensor(3, 2.0)
     assert torch.equal(_copy_of(arena, "new", new), new)  # the old copy gave way
     with pytest.raises(ArenaFullError, match=r"'b'.* needs 3 rows and 1 rows are free"):
-        arena.locate(["a", "b"], [_tensor(3, 3.0), _tensor(3, 4.0)])
+        _starts(arena, ["a", "b"], [_tensor(3, 3.0), _tensor(3, 4.0)])
     assert torch.equal(_copy_of(arena, "c", _tensor(2, 5.0)), _tensor(2, 5.0))  # still usable
 
 

@@ -162,13 +162,6 @@ class EncoderRunner:
         draft_lookahead: int = 0,
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Return ``(mm_embeds, is_mm_embed)`` for the scheduled tokens (SPEC G1-G9, G10)."""
-        plan = self.plan_mm_gather(
-            req_ids,
-            total_num_scheduled_tokens,
-            num_scheduled_tokens,
-            query_start_loc,
-            prefill_lens,
-            num_computed_tokens,
-            draft_lookahead,
-        )
+        arrays = (num_scheduled_tokens, query_start_loc, prefill_lens, num_computed_tokens)
+        plan = self.plan_mm_gather(req_ids, total_num_scheduled_tokens, *arrays, draft_lookahead)
         return plan.pieces(), plan.is_mm_embed

@@ -64,6 +64,7 @@ class BatchLanes(NamedTuple):
     origin: _I64
     first: _I64
     length: _I64
+    hint: _I64  # an entry of the lane where the last decode step found a feature
 
 
 class FeatureTable:
@@ -82,7 +83,7 @@ class FeatureTable:
         self._lanes: dict[str, _Lane] = {}
         self._allocate(max(capacity, 2))
         self._batch_ids: list[str] | None = None
-        self._batch = BatchLanes([], *([np.zeros(0, np.int64)] * 3))
+        self._batch = BatchLanes([], *([np.zeros(0, np.int64)] * 4))
         self._batch_counts: list[int] = []
 
     def _allocate(self, size: int) -> None:
@@ -136,10 +137,14 @@ class FeatureTable:
             self.feature[lane.first : lane.first + lane.count] = None
             self._batch_ids = None
 
-    def changed(self, lanes: BatchLanes, owners: _I64, entries: _I64) -> list[int]:
-        """Those of ``owners`` (batch indices) whose list item at ``entries`` (in their
-        lanes) is not the object mirrored there: replaced in place (SPEC C2)."""
-        lists = list(map(lanes.lists.__getitem__, owners.tolist()))
+    def changed(
+        self, lanes: BatchLanes, owners: _I64, entries: _I64, *, whole_batch: bool = False
+    ) -> list[int]:
+        """Those of ``owners`` (batch indices; ``whole_batch``: each once, in order) whose
+        list item at ``entries`` (in their lanes) is not the object mirrored there:
+        replaced in place (SPEC C2)."""
+        whole_batch = whole_batch and owners.shape[0] == len(lanes.lists)
+        lists = lanes.lists if whole_batch else list(map(lanes.lists.__getitem__, owners.tolist()))
         indices = (entries - lanes.first[owners]).tolist()
         mirrored = self.feature[entries].tolist()
         if all(map(operator.is_, map(operator.getitem, lists, indices), mirrored)):
@@ -151,11 +156,13 @@ class FeatureTable:
     def _load_batch(self, req_ids: list[str]) -> None:
         lanes = [self._lanes.get(r) for r in req_ids]
         self._batch_ids = list(req_ids)
+        first = np.array([0 if lane is None else lane.first for lane in lanes], np.int64)
         self._batch = BatchLanes(
             [_NO_FEATURES if lane is None else lane.features for lane in lanes],
             np.array([0 if lane is None else lane.origin for lane in lanes], np.int64),
-            np.array([0 if lane is None else lane.first for lane in lanes], np.int64),
+            first,
             np.array([0 if lane is None else lane.count for lane in lanes], np.int64),
+            first.copy(),
         )
         self._batch_counts = self._batch.length.tolist()
 
@@ -232,36 +239,25 @@ class FeatureTable:
         self._embed_used = end
         return base
 
-    def _columns(self) -> list[tuple[str, npt.NDArray[np.generic]]]:
-        names = ("offset", "end", "num_embeds", "embed_base", "identifier", "modality", "feature")
-        return [(name, getattr(self, name)) for name in names]
-
-    def _copy_entries(
-        self,
-        columns: dict[str, npt.NDArray[np.generic]],
-        embed_rank: _I64,
-        first: int,
-        lane: _Lane,
-        count: int,
-    ) -> None:
-        """Fill ``lane`` with ``count`` entries of ``columns`` from ``first`` on; their
-        ``embed_base`` point into ``embed_rank``, and their ranks are stored anew."""
-        old, new = slice(first, first + count), slice(lane.first, lane.first + count)
-        for name, column in columns.items():
-            getattr(self, name)[new] = column[old]
-        self.lane_start[new] = self.offset[new] + lane.origin
-        self.lane_end[new] = self.end[new] + lane.origin
-        for entry in (np.flatnonzero(self.embed_base[new] >= 0) + lane.first).tolist():
-            base, length = int(self.embed_base[entry]), int(self.end[entry] - self.offset[entry])
-            self.embed_base[entry] = self._store_ranks(embed_rank[base : base + length + 1])
-        lane.count = count
-
     def _relayout(self, room: int) -> None:
-        """Rewrite the live lanes at the front of new columns, renumbered from lane 1."""
-        columns, embed_rank = dict(self._columns()), self.embed_rank
+        """Rewrite the live lanes at the front of new columns, renumbered from lane 1. The
+        entries keep the objects mirrored (C2); their ranks are stored anew."""
+        names = ("offset", "end", "num_embeds", "embed_base", "identifier", "modality", "feature")
+        columns, embed_rank = {name: getattr(self, name) for name in names}, self.embed_rank
         self._allocate(max(2 * (self._live + room), 1024))
         for req_id, lane in sorted(self._lanes.items(), key=lambda item: item[1].first):
             del self._lanes[req_id]
             moved = self._new_lane(req_id, lane.features, lane.capacity)
-            self._copy_entries(columns, embed_rank, lane.first, moved, lane.count)
+            new, count = slice(moved.first, moved.first + lane.count), lane.count
+            for name, column in columns.items():
+                getattr(self, name)[new] = column[lane.first : lane.first + count]
+            self.lane_start[new] = self.offset[new] + moved.origin
+            self.lane_end[new] = self.end[new] + moved.origin
+            for entry in (np.flatnonzero(self.embed_base[new] >= 0) + moved.first).tolist():
+                base, length = (
+                    int(self.embed_base[entry]),
+                    int(self.end[entry] - self.offset[entry]),
+                )
+                self.embed_base[entry] = self._store_ranks(embed_rank[base : base + length + 1])
+            moved.count = count
         self._batch_ids = None

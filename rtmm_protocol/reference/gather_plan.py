@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
+from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.reference.output_arena import EncoderOutputArena
+from rtmm_protocol.validation import (
+    check_encoder_output,
+    check_encoder_outputs,
+    check_out_disjoint,
+    check_rows_out,
+)
 
 __all__ = ["MMGatherPlan", "PlannedPieces"]
 
@@ -21,13 +29,16 @@ _BLOCK_ROWS = 8
 
 class PlannedPieces(NamedTuple):
     """A plan's pieces in slot order: piece ``k`` is ``outputs[k][row_start[k]:row_end[k]]``,
-    ``outputs[k]`` the checked tensor the cache held under ``identifiers[k]`` when planned."""
+    ``outputs[k]`` what the cache held under ``identifiers[k]`` for ``features[k]`` when
+    planned, checked (E2, E3) against its ``num_embeds[k]`` rows when its rows are read."""
 
     outputs: list[torch.Tensor]
     identifiers: list[str]
     modalities: list[str]
     row_start: _I64
     row_end: _I64
+    features: Sequence[MultiModalFeature] | npt.NDArray[np.object_]
+    num_embeds: _I64
 
 
 class MMGatherPlan:
@@ -56,7 +67,9 @@ class MMGatherPlan:
         return int((self._pieces.row_end - self._pieces.row_start).sum())
 
     def pieces(self) -> list[torch.Tensor]:
-        """SPEC G6: a view of each piece's rows of its cached output, with ``.modality``."""
+        """SPEC G6: a view of each piece's rows of its cached output, with ``.modality``;
+        ``ValueError`` naming the identifier of an output no gather can use (E2, E3)."""
+        _check_outputs(self._pieces, self._arena)
         views = self._views()
         for view, modality in zip(views, self._pieces.modalities, strict=True):
             view.modality = modality  # type: ignore[attr-defined]  # SPEC G6 attribute
@@ -65,32 +78,37 @@ class MMGatherPlan:
     def rows(self, out: torch.Tensor | None = None) -> torch.Tensor:
         """SPEC G5: every gathered row in slot order, ``(num_rows, hidden_size)``.
 
-        Equals ``torch.cat(self.pieces())``, as plain values (no autograd history).
-        ``out``, a contiguous tensor of that shape, dtype and device, receives them;
-        anything else raises ``ValueError`` naming ``out``. Raises
+        Equals ``torch.cat(self.pieces())``, as plain values (no autograd history), and
+        raises as it does. ``out``, a contiguous tensor of that shape, dtype and device,
+        receives them; anything else raises ``ValueError`` naming ``out``. Raises
         :class:`~rtmm_protocol.reference.output_arena.ArenaFullError` when the arena
         cannot hold the outputs of short pieces together.
         """
         arena, pieces = self._arena, self._pieces
         storage = arena.storage
         shape = (self.num_rows, arena.hidden_size)
+        block = self.num_rows >= _BLOCK_ROWS * len(pieces.outputs)
+        if block:
+            _check_outputs(pieces, arena)
+        elif self.num_rows:
+            starts = self._arena_starts()
         if out is None:
             out = torch.empty(shape, dtype=storage.dtype, device=storage.device)
         else:
-            _check_out(out, shape, storage)
+            check_rows_out(out, shape, storage)
         if not self.num_rows:
             return out
-        if self.num_rows >= _BLOCK_ROWS * len(pieces.outputs):
+        if block:
             # Long pieces: one block copy each, from the outputs (no arena copy); on 8 image
             # chunks (11 pieces, 3,921 rows) 10% faster than selecting rows from the arena.
-            _check_disjoint(out, pieces.outputs)
+            check_out_disjoint(out, pieces.outputs)
             with torch.no_grad():
                 return torch.cat(self._views(), out=out)
         # Short pieces (decode): one index_select from the arena's copies. G5: piece k
         # fills rows [before_k, before_k + count_k) of the result with rows row_start_k, ...
         # of its output, which its copy holds from arena row start_k + row_start_k on.
-        _check_disjoint(out, [storage])
-        index = arena.locate(pieces.identifiers, pieces.outputs) + pieces.row_start
+        check_out_disjoint(out, [storage])
+        index = starts + pieces.row_start
         if self.num_rows > len(pieces.outputs):  # pieces of several rows: expand them
             counts = pieces.row_end - pieces.row_start
             index = np.repeat(index - (np.cumsum(counts) - counts), counts)
@@ -100,33 +118,27 @@ class MMGatherPlan:
             positions = positions.to(storage.device)
         return torch.index_select(storage, 0, positions, out=out)
 
+    def _arena_starts(self) -> _I64:
+        """Where each piece's output starts in the arena, copied in (checked) if needed."""
+        pieces, arena = self._pieces, self._arena
+        identifiers, outputs, device = pieces.identifiers, pieces.outputs, arena.storage.device
+
+        def check(k: int) -> None:  # E2, E3: what a copy is taken from
+            check_encoder_output(pieces.features[k], outputs[k], arena.hidden_size, device=device)
+
+        starts, rows = arena.locate(identifiers, outputs, check)
+        for k in np.flatnonzero(rows != pieces.num_embeds).tolist():
+            check(k)  # E3; else a current copy of another length: the data was swapped
+            raise RuntimeError(f"encoder output of {identifiers[k]!r} changed without a write")
+        return starts
+
     def _views(self) -> list[torch.Tensor]:
         pieces = self._pieces
         starts, ends = pieces.row_start.tolist(), pieces.row_end.tolist()
         return [output[a:b] for output, a, b in zip(pieces.outputs, starts, ends, strict=True)]
 
 
-def _check_out(out: object, shape: tuple[int, int], storage: torch.Tensor) -> None:
-    """Refuse an ``out`` that cannot receive the rows, by a ``ValueError`` naming it."""
-    if isinstance(out, torch.Tensor):
-        if (
-            out.dtype is storage.dtype
-            and out.shape == shape
-            and out.is_contiguous()
-            and out.is_cpu == storage.is_cpu  # a meta tensor is not on the CPU
-            and out.get_device() == storage.get_device()  # -1 on the CPU
-        ):
-            return
-        layout = "" if out.is_contiguous() else "non-contiguous "
-        seen = f"a {layout}{out.dtype} tensor of shape {tuple(out.shape)} on {out.device}"
-    else:
-        seen = f"a {type(out).__name__}"
-    wanted = f"a contiguous {storage.dtype} tensor of shape {shape} on {storage.device}"
-    raise ValueError(f"out must be {wanted}, got {seen}")
-
-
-def _check_disjoint(out: torch.Tensor, read: list[torch.Tensor]) -> None:
-    """Refuse an ``out`` that shares memory with a tensor the rows are read from."""
-    target = out.untyped_storage().data_ptr()
-    if any(tensor.untyped_storage().data_ptr() == target for tensor in read):
-        raise ValueError("out shares memory with a tensor the rows are read from")
+def _check_outputs(pieces: PlannedPieces, arena: EncoderOutputArena) -> None:
+    """E2, E3: each output read is a ``(num_embeds, hidden_size)`` tensor on the device."""
+    e, hidden, device = pieces.num_embeds.tolist(), arena.hidden_size, arena.storage.device
+    check_encoder_outputs(pieces.features, pieces.outputs, e, hidden, device)
