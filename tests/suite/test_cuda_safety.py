@@ -9,7 +9,6 @@ started (worker processes may call them: that is where the checks run).
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.extras import conformance_plugin_args
 
 #: Loaded at start-up by every Python process of the run (as ``sitecustomize``): makes
 #: torch look like a CUDA build with no device, and logs each call of a function that
@@ -73,17 +73,6 @@ MAX_WORKERS = 8
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _plugin_args() -> list[str]:
-    """Load the conformance plugin by name where it is not installed as pytest's entry
-    point (a bare checkout on ``PYTHONPATH``, as on the GPU machine); loading it both ways
-    is an error."""
-    installed = any(
-        entry.name == "rtmm_conformance"
-        for entry in importlib.metadata.entry_points(group="pytest11")
-    )
-    return [] if installed else ["-p", "rtmm_protocol.conformance.plugin"]
-
-
 def _run_spied(
     tmp_path: Path, *command: str, cwd: Path | None = None
 ) -> tuple[int, list[dict[str, object]], str]:
@@ -121,7 +110,7 @@ def _cuda_calls(events: list[dict[str, object]], pid: int) -> list[object]:
 
 def test_the_pytest_plugin_never_initialises_cuda_in_the_pytest_process(tmp_path: Path) -> None:
     pid, events, output = _run_spied(
-        tmp_path, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "-q",
+        tmp_path, "-m", "pytest", *conformance_plugin_args(), "-p", "no:cacheprovider", "-q",
         "--conformance", "--conformance-examples=0",
     )  # fmt: skip
     assert "0 failed (MUST)" in output
@@ -138,7 +127,7 @@ def test_a_run_from_the_repository_root_never_initialises_cuda_in_the_pytest_pro
     """From the repository root (as ``.ci/gpu`` runs the suite) pytest also loads
     ``tests/conftest.py``, whose hooks see the conformance checks: it must not ask CUDA."""
     pid, events, output = _run_spied(
-        tmp_path, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "-q",
+        tmp_path, "-m", "pytest", *conformance_plugin_args(), "-p", "no:cacheprovider", "-q",
         "--trace-config", "--conformance", "--conformance-examples=0", "-k", "T1 or G5",
         cwd=REPO,
     )  # fmt: skip
