@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.extras import conformance_plugin_args
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "gpu.md"
 
@@ -18,8 +19,8 @@ def test_the_page_quotes_the_usage_error_for_a_missing_cuda_device(tmp_path: Pat
     quoted = re.search(r"^ERROR: --conformance options: device cuda .*$", PAGE.read_text(), re.M)
     assert quoted is not None
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--conformance",
-         "--conformance-device=cuda"],
+        [sys.executable, "-m", "pytest", *conformance_plugin_args(), "-p", "no:cacheprovider",
+         "--conformance", "--conformance-device=cuda"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert run.returncode == 4, run.stdout + run.stderr
