@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support import typing_examples
+from support.extras import needs_mypy
 
 from rtmm_protocol.signatures import (
     SignatureProblem,
@@ -91,6 +92,7 @@ def broken() -> Outcome:
     return run(BROKEN)
 
 
+@needs_mypy
 def test_reference_and_conforming_examples_pass(conforming: Outcome) -> None:
     assert conforming.status == 0, conforming.stdout
     checkers = "mypy and pyright" if HAS_PYRIGHT else "mypy"
@@ -103,6 +105,7 @@ def test_reference_and_conforming_examples_pass(conforming: Outcome) -> None:
     assert "\n4 of 4 classes match their Protocol\n" in conforming.stdout
 
 
+@needs_mypy
 def test_broken_examples_fail_with_exit_status_1(broken: Outcome) -> None:
     assert broken.status == 1
     for spec in BROKEN:
@@ -114,6 +117,7 @@ def test_broken_examples_fail_with_exit_status_1(broken: Outcome) -> None:
     assert "\n0 of 4 classes match their Protocol\n" in broken.stdout
 
 
+@needs_mypy
 def test_old_argument_name_is_explained_by_every_check(broken: Outcome) -> None:
     block = "\n".join(broken.block(f"{EXAMPLES}:OldNameGatherer"))
     assert (
@@ -126,6 +130,7 @@ def test_old_argument_name_is_explained_by_every_check(broken: Outcome) -> None:
         assert 'Missing keyword parameter "num_computed_tokens"' in block
 
 
+@needs_mypy
 def test_a_wrong_default_value_is_caught_at_run_time_only(broken: Outcome) -> None:
     block = broken.block(f"{EXAMPLES}:LookaheadDefaultOneGatherer")
     assert block[1:] == [
@@ -134,6 +139,7 @@ def test_a_wrong_default_value_is_caught_at_run_time_only(broken: Outcome) -> No
     ]
 
 
+@needs_mypy
 def test_a_wrong_return_type_is_caught_by_the_type_checkers(broken: Outcome) -> None:
     block = broken.block(f"{EXAMPLES}:NumpyDummyState")
     assert not any("run-time" in line for line in block)
@@ -144,6 +150,7 @@ def test_a_wrong_return_type_is_caught_by_the_type_checkers(broken: Outcome) -> 
         assert any(line.startswith("  pyright: ") for line in block)
 
 
+@needs_mypy
 def test_a_dropped_default_is_caught_by_every_check(broken: Outcome) -> None:
     block = broken.block(f"{EXAMPLES}:NoLookaheadDefaultState")
     text = "\n".join(block)
@@ -155,6 +162,7 @@ def test_a_dropped_default_is_caught_by_every_check(broken: Outcome) -> None:
         assert 'Parameter "draft_lookahead" is missing default argument' in text
 
 
+@needs_mypy
 @pytest.mark.parametrize(
     ("name", "check"),
     [
@@ -175,6 +183,7 @@ def test_run_time_lines_are_the_signature_checks_verdict(
     assert shown == expected
 
 
+@needs_mypy
 def test_protocol_option_overrides_detection() -> None:
     outcome = run(["--no-pyright", "--protocol", "ModelState", f"{EXAMPLES}:KeywordOnlyGatherer"])
     assert outcome.status == 1
@@ -187,6 +196,7 @@ def test_protocol_option_overrides_detection() -> None:
     assert "pyright: skipped (--no-pyright)" in text
 
 
+@needs_mypy
 def test_modules_in_the_invocation_directory_import(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.mypy]\nstrict = true\nwarn_unreachable = true\npython_version = "3.10"\n'
@@ -201,6 +211,7 @@ def test_modules_in_the_invocation_directory_import(tmp_path: Path) -> None:
     assert "local_runner:LocalRunner: matches MMEmbeddingGatherer" in outcome.stdout
 
 
+@needs_mypy
 def test_the_verdict_covers_the_class_not_its_module(tmp_path: Path) -> None:
     """A class matches while its module fails ``mypy --strict``: the verdict says only
     what it checked, and prints the commands that check the module itself."""
@@ -241,6 +252,7 @@ def test_the_verdict_covers_the_class_not_its_module(tmp_path: Path) -> None:
     assert "conform" not in outcome.stdout
 
 
+@needs_mypy
 def test_mypy_cache_is_kept_apart_from_the_projects(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

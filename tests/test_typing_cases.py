@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
+from support.extras import HAS_MYPY, MYPY_MISSING
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "typing"
@@ -191,6 +192,8 @@ def _relative(findings: list[Finding]) -> list[Finding]:
 
 @pytest.fixture(scope="session")
 def mypy_findings() -> list[Finding]:
+    if not HAS_MYPY:
+        pytest.skip(MYPY_MISSING)
     return _relative(_once_per_run("mypy", _run_mypy))
 
 

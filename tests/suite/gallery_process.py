@@ -4,7 +4,8 @@ Each is the reference state with one *process fault* that fires only in the situ
 one clause is about, so the suite must report it as a failure of that clause's check
 and of no other, and the run must go on: a crash (``os._exit``), a segfault, a
 ``KeyboardInterrupt`` raised by the target, a hang in pure Python, and a hang that
-swallows every interrupt sent to it.
+swallows every interrupt sent to it. :class:`CudaErrorState` raises the error a
+device-side assert gives, which leaves a real process's CUDA context unusable.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from rtmm_protocol.conformance import ConformanceContext
 from rtmm_protocol.protocols import InputBatch
 from rtmm_protocol.reference import ReferenceModelState
 
-__all__ = ["PROCESS_FAULTS", "PROCESS_GALLERY", "ProcessFaultState", "process_state"]
+__all__ = [
+    "PROCESS_FAULTS",
+    "PROCESS_GALLERY",
+    "CudaErrorState",
+    "ProcessFaultState",
+    "cuda_error_state",
+    "process_state",
+]
 
 #: Faults that take the process down or never return, by name.
 PROCESS_FAULTS = (
@@ -158,11 +166,79 @@ def process_state(fault: str) -> Callable[[ConformanceContext], object]:
     return _ProcessStateFactory(fault)
 
 
+#: What a kernel's failed bounds check reports (torch.AcceleratorError's text on CUDA).
+CUDA_ASSERT = "CUDA error: device-side assert triggered"
+
+
+class CudaErrorState(ReferenceModelState):
+    """The reference state, whose over-size dummy run fails as a kernel's bounds check
+    does on a GPU: with torch's CUDA error (``error="type"``: ``torch.AcceleratorError``,
+    ``"message"``: a ``RuntimeError`` with its text, as older torch raises). Each call of
+    an entry point appends ``pid method`` to ``log`` when one is given, and each error
+    ``pid raises``."""
+
+    def __init__(self, *args: Any, error: str, log: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.error = error
+        self.log = log
+
+    def _note(self, method: str) -> None:
+        if self.log:
+            with open(self.log, "a", encoding="utf-8") as log:
+                log.write(f"{os.getpid()} {method}\n")
+
+    def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
+        """The dummy view; a CUDA error for an over-size request (D5)."""
+        self._note("dummy_inputs_embeds")
+        if num_tokens > self.max_num_tokens:
+            self._note("raises")
+            error_type = getattr(torch, "AcceleratorError", None)
+            if self.error == "type" and error_type is not None:
+                raise error_type(CUDA_ASSERT)
+            raise RuntimeError(CUDA_ASSERT)
+        return super().dummy_inputs_embeds(num_tokens)
+
+    def gather_mm_embeddings(
+        self, input_batch: InputBatch, draft_lookahead: int = 0
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The reference gather."""
+        self._note("gather_mm_embeddings")
+        return super().gather_mm_embeddings(input_batch, draft_lookahead)
+
+
+class _CudaErrorFactory:
+    """A picklable factory of :class:`CudaErrorState`."""
+
+    def __init__(self, error: str, log: str) -> None:
+        self.__qualname__ = f"cuda_error_state[{error}]"
+        self.error = error
+        self.log = log
+
+    def __call__(self, ctx: ConformanceContext) -> object:
+        return CudaErrorState(
+            ctx.model,
+            ctx.encoder_cache,
+            hidden_size=ctx.hidden_size,
+            max_num_tokens=ctx.max_num_tokens,
+            dtype=ctx.dtype,
+            device=ctx.device,
+            validate=ctx.validate,
+            error=self.error,
+            log=self.log,
+        )
+
+
+def cuda_error_state(error: str = "type", log: str = "") -> Callable[[ConformanceContext], object]:
+    """A factory of states that raise torch's CUDA error on an over-size dummy run."""
+    return _CudaErrorFactory(error, log)
+
+
 PROCESS_GALLERY: tuple[BrokenTarget, ...] = (
     BrokenTarget("ends the process for an over-size dummy run", process_state("exits-on-oversize-dummy"), "D5", "D5-oversize-raises"),
     BrokenTarget("segfaults on a zero-token request over a miss", process_state("segfaults-on-zero-token-request"), "G1", "G1-zero-scheduled-contributes-nothing"),
     BrokenTarget("raises KeyboardInterrupt for a look-ahead miss", process_state("interrupts-on-lookahead-miss"), "G7", "G7-lookahead-miss-falls-back"),
     BrokenTarget("loops forever for an empty dummy run", process_state("loops-on-empty-dummy"), "D1", "D1-dummy-shape-dtype-device"),
+    BrokenTarget("CUDA error for an over-size dummy run", cuda_error_state(), "D5", "D5-oversize-raises"),
     BrokenTarget(
         "deaf loop on a malformed batch", process_state("loops-deaf-on-malformed-batch"), "E1", "E1-malformed-batch-rejected",
         also=("E3",), why="E3 requires that no bad input crashes or stalls the process",

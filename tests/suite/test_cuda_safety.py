@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.extras import conformance_plugin_args
 
 #: Loaded at start-up by every Python process of the run (as ``sitecustomize``): makes
 #: torch look like a CUDA build with no device, and logs each call of a function that
@@ -69,9 +70,14 @@ for _name, _value in [
 #: Most worker processes one reference run may start.
 MAX_WORKERS = 8
 
+REPO = Path(__file__).resolve().parents[2]
 
-def _run_spied(tmp_path: Path, *command: str) -> tuple[int, list[dict[str, object]], str]:
-    """Run ``command`` with the spies; return its pid, the spy log and its output."""
+
+def _run_spied(
+    tmp_path: Path, *command: str, cwd: Path | None = None
+) -> tuple[int, list[dict[str, object]], str]:
+    """Run ``command`` with the spies (in ``cwd``, else ``tmp_path``); return its pid, the
+    spy log and its output."""
     spies = tmp_path / "spies"
     spies.mkdir(exist_ok=True)
     (spies / "sitecustomize.py").write_text(_SPIES, encoding="utf-8")
@@ -85,7 +91,7 @@ def _run_spied(tmp_path: Path, *command: str) -> tuple[int, list[dict[str, objec
     environment.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
     process = subprocess.Popen(
         [sys.executable, *command],
-        cwd=tmp_path,
+        cwd=cwd or tmp_path,
         env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -104,8 +110,8 @@ def _cuda_calls(events: list[dict[str, object]], pid: int) -> list[object]:
 
 def test_the_pytest_plugin_never_initialises_cuda_in_the_pytest_process(tmp_path: Path) -> None:
     pid, events, output = _run_spied(
-        tmp_path, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--conformance",
-        "--conformance-examples=0",
+        tmp_path, "-m", "pytest", *conformance_plugin_args(), "-p", "no:cacheprovider", "-q",
+        "--conformance", "--conformance-examples=0",
     )  # fmt: skip
     assert "0 failed (MUST)" in output
     assert _cuda_calls(events, pid) == []
@@ -113,6 +119,21 @@ def test_the_pytest_plugin_never_initialises_cuda_in_the_pytest_process(tmp_path
     assert any(str(e["event"]).startswith("cuda:") for e in events if e["pid"] != pid)
     workers = {e["pid"] for e in events if e["event"] == "fork"}
     assert 1 <= len(workers) <= MAX_WORKERS, events
+
+
+def test_a_run_from_the_repository_root_never_initialises_cuda_in_the_pytest_process(
+    tmp_path: Path,
+) -> None:
+    """From the repository root (as ``.ci/gpu`` runs the suite) pytest also loads
+    ``tests/conftest.py``, whose hooks see the conformance checks: it must not ask CUDA."""
+    pid, events, output = _run_spied(
+        tmp_path, "-m", "pytest", *conformance_plugin_args(), "-p", "no:cacheprovider", "-q",
+        "--trace-config", "--conformance", "--conformance-examples=0", "-k", "T1 or G5",
+        cwd=REPO,
+    )  # fmt: skip
+    assert str(REPO / "tests" / "conftest.py") in output, "tests/conftest.py was not loaded"
+    assert "failed (MUST)" in output
+    assert _cuda_calls(events, pid) == []
 
 
 def test_check_model_state_never_initialises_cuda_in_the_calling_process(tmp_path: Path) -> None:

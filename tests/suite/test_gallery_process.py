@@ -11,12 +11,12 @@ import time
 import pytest
 from suite.gallery import BrokenTarget
 from suite.gallery_process import PROCESS_GALLERY
+from support.extras import validate_when_possible
 
 from rtmm_protocol.conformance.api import check_model_state
 from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
 from rtmm_protocol.conformance.checks.all_checks import implementations
 from rtmm_protocol.conformance.reporting.results import Outcome
-from rtmm_protocol.conformance.reporting.schema import validate_report
 
 #: The hang limit of these runs: short, so that a hang costs little, once.
 TIMEOUT_S = 3.0
@@ -44,7 +44,7 @@ def test_process_fault_fails_the_check_of_its_clause(entry: BrokenTarget) -> Non
     elapsed = time.perf_counter() - started
     assert report.complete, report.table()
     assert report.ok is (CHECKS_BY_ID[entry.check].level == "SHOULD" and not entry.also)
-    validate_report(report.to_json())
+    validate_when_possible(report.to_json())
     by_check: dict[str, set[Outcome]] = {}
     for result in report.results:
         by_check.setdefault(result.check_id, set()).add(result.outcome)

@@ -31,12 +31,14 @@ from rtmm_protocol.conformance.reporting.results import (
     Outcome,
 )
 from rtmm_protocol.conformance.running.hangs import Hang, HangGuard
+from rtmm_protocol.conformance.running.workers import retire_worker
 from rtmm_protocol.conformance.settings import RunSettings
 
 __all__ = [
     "DeviceChoice",
     "ModuleAttributes",
     "Probe",
+    "cuda_error_in",
     "environment_info",
     "failed",
     "probe_target",
@@ -111,6 +113,8 @@ def probe_target(factory: Factory, settings: RunSettings) -> Probe:
             notes.append(f"{mode}: {refusal.reason}")
             continue
         except BaseException as error:  # reported, then the checks say the rest
+            if cuda_error_in(error) is not None:
+                retire_worker("the factory raised a CUDA error")
             return Probe(None, f"the factory raised {describe_error(error)}")
         kind = detect_kind(target)
         if kind is None:
@@ -146,12 +150,14 @@ def run_check(
     patched = ModuleAttributes.of_torch_and_numpy()
     default_dtype = torch.get_default_dtype()
     start = time.perf_counter()
+    cuda_error: BaseException | str | None = None
     try:
         impl.run(run)
     except CheckFailure as failure:
         keys = cause_of_failure(check_id, mode, failure, failure.what)
         result = failed(impl.info, mode, settings.seed, failure.what, failure.render(), keys)
         result = replace(result, replay=failure.repro or "")
+        cuda_error = cuda_error_in(failure)
     except CheckSkipped as skip:
         result = CheckResult(check_id, mode, Outcome.SKIPPED, skip.reason)
     except BaseException as error:  # a target that escaped the check's own handling
@@ -161,14 +167,90 @@ def run_check(
         trace = "".join(traceback.format_exception(error))
         keys = cause_of_failure(check_id, mode, error, reason)
         result = failed(impl.info, mode, settings.seed, reason, trace, keys)
+        cuda_error = cuda_error_in(error)
     else:
         result = CheckResult(check_id, mode, Outcome.PASSED)
     finally:
         torch.set_default_dtype(default_dtype)  # a target may have changed it
         patched.restore()
+    left = _cuda_error_left()  # kernels run asynchronously: their errors show at a sync
+    if cuda_error is None and left is not None:
+        # The check did not see it (or passed): the CUDA error is the cause, not what it saw.
+        reason = f"the target left a CUDA error: {describe_error(left)}"
+        trace = "".join(traceback.format_exception(left))
+        keys = cause_of_failure(check_id, mode, left, reason)
+        result = failed(impl.info, mode, settings.seed, reason, trace, keys)
+        cuda_error = left
+    if cuda_error is not None:
+        return replace(_after_cuda_error(result, contained), duration_s=time.perf_counter() - start)
     if guard.hit is not None:  # the check met a hung entry point: it was not judged
         return CheckResult(check_id, mode, Outcome.BLOCKED, guard.hit.reason())
     return replace(result, duration_s=time.perf_counter() - start)
+
+
+#: Messages of torch's errors from CUDA (the types below are missing from older torch).
+_CUDA_MESSAGES = ("CUDA error", "device-side assert", "AcceleratorError", "CudaError")
+
+
+def _is_cuda_error(error: BaseException) -> bool:
+    types_ = tuple(
+        t
+        for t in (getattr(torch, "AcceleratorError", None), getattr(torch.cuda, "CudaError", None))
+        if isinstance(t, type)
+    )
+    if isinstance(error, types_):
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error) for m in _CUDA_MESSAGES[:2])
+
+
+def cuda_error_in(error: BaseException) -> BaseException | str | None:
+    """The CUDA error among ``error``, its causes, contexts and grouped errors, or (for a
+    :class:`CheckFailure` that only describes the target's error) that description; None
+    when there is none. Such an error leaves the process's CUDA context unusable."""
+    todo, seen = [error], set()
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if _is_cuda_error(current):
+            return current
+        if isinstance(current, CheckFailure) and any(
+            m in (current.seen or "") for m in _CUDA_MESSAGES
+        ):
+            return current.seen
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        todo.extend(e for e in getattr(current, "exceptions", ()) if isinstance(e, BaseException))
+    return None
+
+
+def _cuda_error_left() -> BaseException | None:
+    """The CUDA error a synchronisation raises in this process (None: no CUDA in use, or
+    its context is sound)."""
+    if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]  # untyped in torch
+        return None
+    try:
+        torch.cuda.synchronize()
+    except Exception as error:
+        return error if _is_cuda_error(error) else None
+    return None
+
+
+def _after_cuda_error(result: CheckResult, contained: bool) -> CheckResult:
+    """``result`` of a check that met a CUDA error, and the end of the process it ran in
+    (a CUDA error leaves the context unusable: every later call would fail with it)."""
+    if contained:
+        retire_worker("a CUDA error left the worker's CUDA context unusable")
+        note = (
+            "a CUDA error leaves the process's CUDA context unusable, so the worker process "
+            "that ran this check was replaced: the next check starts in a new one"
+        )
+    else:
+        note = (
+            "a CUDA error leaves the process's CUDA context unusable, and the checks run in "
+            "this process (isolation off): later checks that use CUDA may fail with it too"
+        )
+    return replace(result, details=f"{result.details}\n{note}" if result.details else note)
 
 
 def failed(

@@ -2,7 +2,9 @@
 
 A target may crash, hang or initialise CUDA, so checks run in a worker started by
 ``forkserver`` (else ``spawn``), which never inherits a CUDA context. A worker that dies or
-outlives a time limit is replaced; the stack ``faulthandler`` wrote says where it was.
+outlives a time limit is replaced; the stack ``faulthandler`` wrote says where it was. A
+call that asks for it with :func:`retire_worker` (a CUDA error left the worker's context
+unusable) gives its result, and its worker ends: the next call starts a new one.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from rtmm_protocol.conformance.reporting.causes import Frame
 
@@ -35,6 +37,7 @@ __all__ = [
     "TimedOut",
     "WorkerProcess",
     "parse_stack_dump",
+    "retire_worker",
 ]
 
 _T = TypeVar("_T")
@@ -44,6 +47,16 @@ _PRELOAD = ["rtmm_protocol.conformance.running.verdict"]
 _START_TIMEOUT_S = 120.0  # for a new worker to say it is ready, imports included
 _DUMP_GRACE_S = 0.5  # for a hung worker to write its stack before it is killed
 _PR_SET_PDEATHSIG = 1
+
+
+#: Why the worker must end after the call it is running ("" while it may go on).
+_retiring = [""]
+
+
+def retire_worker(why: str) -> None:
+    """End the worker process once the running call has returned, for ``why``; the next
+    call starts in a new one. Called where a call runs: in this process it changes nothing."""
+    _retiring[0] = why
 
 
 @dataclass(frozen=True)
@@ -71,7 +84,10 @@ class InProcess:
 
     def call(self, fn: Callable[..., _T], *args: object, limit_s: float) -> _T | Crashed | TimedOut:
         """``fn(*args)``, here and now."""
-        return fn(*args)
+        try:
+            return fn(*args)
+        finally:
+            _retiring[0] = ""  # there is no other process to move to
 
     def close(self) -> None:
         """Nothing to release."""
@@ -105,12 +121,14 @@ class WorkerProcess:
                 self._kill()
                 return TimedOut(limit_s, stack)
             try:
-                status, value = connection.recv()
+                status, value, retired = connection.recv()
             except (EOFError, OSError):
                 return self._crashed(process)
         except BaseException:  # the user's Ctrl-C, mostly: stop the worker, then go up
             self._kill()
             raise
+        if retired:  # it ends itself after this reply; the next call starts a new one
+            self._kill()
         if status == "error":
             raise ExecutorError(f"the suite failed in its worker process:\n{value}")
         result: _T = value
@@ -243,11 +261,15 @@ def _serve(connection: multiprocessing.connection.Connection, trace_path: str) -
         trace.seek(0)
         trace.truncate()
         fn, args = message
+        status, value = "ok", cast(object, None)
         try:
-            reply: tuple[str, object] = ("ok", fn(*args))
+            value = fn(*args)
         except BaseException as error:  # fn turns target errors into results; this is ours
-            reply = ("error", f"{type(error).__name__}: {error}")
-        connection.send(reply)
+            status, value = "error", f"{type(error).__name__}: {error}"
+        retiring, _retiring[0] = _retiring[0], ""
+        connection.send((status, value, retiring))
+        if retiring:  # at once: a broken CUDA context may hang the interpreter's clean-up
+            exit_now(0)
 
 
 _THREAD = re.compile(r"^(Current thread|Thread) ")
