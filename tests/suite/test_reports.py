@@ -9,10 +9,16 @@ from typing import Any
 
 import pytest
 import torch
-from suite.gallery import gatherer
+from suite.gallery import FaultyGatherer, gatherer
 
-from rtmm_protocol.conformance.api import check_model_state, known_versions, settings_summary
+from rtmm_protocol.conformance.api import (
+    check_model_state,
+    known_versions,
+    replay,
+    settings_summary,
+)
 from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
+from rtmm_protocol.conformance.checks import cases
 from rtmm_protocol.conformance.checks.all_checks import implementations
 from rtmm_protocol.conformance.driving.factories import Target
 from rtmm_protocol.conformance.driving.gather_call import describe_error
@@ -232,6 +238,40 @@ def test_failures_are_grouped_by_error_place_and_by_smallest_case() -> None:
     rows = {c["id"]: c for c in data["checks"]}  # type: ignore[attr-defined]
     assert rows[G5.id]["cause"]["id"] == "1"
     assert rows[D5.id]["cause"] is None
+
+
+class _ReadsEveryOutput(FaultyGatherer):
+    """A gatherer that looks every feature's output up in the cache before gathering, so a
+    missing one is a KeyError raised inside the suite's instrumented cache."""
+
+    def gather_mm_embeddings(self, req_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        for req_id in req_ids:
+            for feature in self.encoder_cache.mm_features[req_id]:
+                self.encoder_cache.encoder_outputs[feature.identifier]  # _READS_LINE
+        return super().gather_mm_embeddings(req_ids, *args, **kwargs)
+
+
+def _reads_line() -> int:
+    return next(
+        n for n, line in enumerate(Path(__file__).read_text().splitlines(), start=1)
+        if line.endswith("# _READS_LINE")
+    )  # fmt: skip
+
+
+def test_a_cause_names_the_targets_line_and_a_replay_chains_its_error() -> None:
+    """The KeyError leaves through the instrumented cache's ``__getitem__``: the cause and
+    the failure name the target's line that read the cache, and the replay's failure is
+    chained to the target's own exception."""
+    factory = gatherer(cls=_ReadsEveryOutput)
+    check = "G7-missing-output-raises"
+    report = check_model_state(factory, device="cpu", examples=0, checks=[check])
+    [cause] = report.causes()
+    assert cause.title.startswith(f"KeyError at tests/suite/test_reports.py:{_reads_line()} ")
+    assert f"test_reports.py:{_reads_line()})" in cause.first.details
+    assert "instruments.py" not in cause.first.details
+    with pytest.raises(CheckFailure) as caught:
+        replay(check, factory, cases.MISS_CASES[0], mode="non-realtime")
+    assert isinstance(caught.value.__cause__, KeyError)
 
 
 def test_rows_follow_clause_order_and_reasons_are_never_cut() -> None:

@@ -203,7 +203,7 @@ class CheckRun:
         except CheckFailure as failure:
             if failure.repro is not None:
                 raise
-            raise failure.with_repro(self.repro(scenario)) from None
+            raise failure.with_repro(self.repro(scenario)) from failure.__cause__
 
     def repro(self, scenario: GatherScenario) -> str:
         """Python that rebuilds ``scenario`` and replays this check on it."""

@@ -5,16 +5,17 @@ the same mode, or one check failing the same way in two modes."""
 from __future__ import annotations
 
 import hashlib
-import os
-import re
-import sysconfig
-import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Literal
 
-import rtmm_protocol.testing
+from rtmm_protocol.conformance.reporting.frames import (
+    Frame,
+    TargetError,
+    frame_kind,
+    innermost_target,
+    short_path,
+    target_entry,
+)
 from rtmm_protocol.conformance.reporting.results import FAILING_OUTCOMES, CheckFailure, CheckResult
 
 __all__ = [
@@ -29,16 +30,6 @@ __all__ = [
     "short_path",
     "target_entry",
 ]
-
-#: ``(filename, line, function)`` of one stack frame, outermost first in a stack.
-Frame = tuple[str, int, str]
-
-# ``describe_error`` writes a target's exception as ``Type: message (at file:line)``.
-# The type is a class name (capitalised, possibly dotted), so a label before it such as
-# "... for 2 requests: ValueError: ..." is not taken for the type.
-_DESCRIBED = re.compile(
-    r"\b(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*): .*\(at (?P<file>[^()]+?):(?P<line>\d+)\)\s*$"
-)
 
 
 @dataclass(frozen=True)
@@ -75,78 +66,6 @@ class Cause:
         return self.results[0]
 
 
-@lru_cache(maxsize=1)
-def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    import _pytest
-    import hypothesis
-    import numpy
-    import pluggy
-    import pytest
-    import torch
-
-    # The suite and its testing helpers (toy models, instrumented cache) are never "target".
-    suite = [
-        os.path.dirname(os.path.dirname(__file__)),
-        os.path.dirname(rtmm_protocol.testing.__file__),
-    ]
-    modules = (torch, numpy, hypothesis, pluggy, _pytest, pytest)
-    libraries = [os.path.dirname(m.__file__ or "") for m in modules]
-    libraries += [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")]
-    return _prefixes(suite), _prefixes(libraries)
-
-
-def _prefixes(folders: list[str]) -> tuple[str, ...]:
-    """Each folder, as given and with links resolved, as the prefix of the paths inside it."""
-    return tuple(
-        {p + os.sep for f in folders if f for p in (os.path.abspath(f), os.path.realpath(f))}
-    )
-
-
-def frame_kind(filename: str) -> Literal["suite", "library", "target"]:
-    """Whether a frame's file is the suite's, a library's (torch, numpy...) or the target's."""
-    suite, libraries = _roots()
-    if filename.startswith(suite) or os.path.realpath(filename).startswith(suite):
-        return "suite"
-    if filename.startswith("<") or filename.startswith(libraries):
-        return "library"
-    return "target"
-
-
-def _innermost_target(frames: Sequence[Frame]) -> Frame | None:
-    """The innermost target frame below the suite's first frame (else anywhere)."""
-    kinds = [frame_kind(f[0]) for f in frames]
-    start = kinds.index("suite") if "suite" in kinds else 0
-    inside = [f for f, k in zip(frames[start:], kinds[start:], strict=False) if k == "target"]
-    return inside[-1] if inside else None
-
-
-def target_entry(frames: Sequence[Frame]) -> tuple[Frame | None, Frame | None]:
-    """Where the suite called into the target, and the suite frame that made the call; in a
-    stack (outermost first), frames above the suite's first one are not the target's."""
-    kinds = [frame_kind(f[0]) for f in frames]
-    if "suite" not in kinds:
-        return None, None
-    start, caller = kinds.index("suite"), None
-    for frame, kind in zip(frames[start:], kinds[start:], strict=False):
-        if kind == "suite":
-            caller = frame
-        elif kind == "target":
-            return frame, caller
-    return None, caller
-
-
-def short_path(filename: str) -> str:
-    """A file name short enough for a summary line: from ``site-packages`` or the cwd."""
-    marker = f"site-packages{os.sep}"
-    if marker in filename:
-        return filename.split(marker, 1)[1]
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:  # another drive on Windows
-        return filename
-    return filename if relative.startswith(os.pardir) else relative
-
-
 def _location_key(kind: str, frame: Frame) -> tuple[str, str]:
     key = f"error:{kind}@{frame[0]}:{frame[1]}"
     return key, f"{kind} at {short_path(frame[0])}:{frame[1]} (in {frame[2]})"
@@ -180,22 +99,10 @@ def cause_of_failure(
     keys: list[str] = []
     title = ""
     error = failure if not isinstance(failure, CheckFailure) else _chained_error(failure)
-    if error is not None:
-        frames = [
-            (f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(error.__traceback__)
-        ]
-        place = _innermost_target(frames)
-        if place is not None:
-            key, title = _location_key(type(error).__name__, place)
-            keys.append(key)
-    if not keys and isinstance(failure, CheckFailure):
-        # Else the place a described error names: in what was seen, else anywhere.
-        lines = [*(failure.seen or "").splitlines(), *failure.render().splitlines()]
-        match = next((m for m in map(_DESCRIBED.search, lines) if m), None)
-        if match is not None:
-            key, title = _location_key(match["type"], (match["file"], int(match["line"]), "?"))
-            keys.append(key)
-            title = title.removesuffix(" (in ?)")
+    raised = TargetError.of(error) if error is not None else None
+    if raised is not None and raised.at is not None:
+        key, title = _location_key(raised.type, raised.at)
+        keys.append(key)
     if isinstance(failure, CheckFailure):
         if failure.repro:
             keys.append(_case_key(failure.repro, mode))
@@ -210,7 +117,7 @@ def cause_of_failure(
 
 def cause_of_frames(kind: str, frames: Sequence[Frame], fallback: str) -> CauseKeys:
     """The cause keys of a crash or a hang, from the stack the process was in."""
-    place = _innermost_target(frames)
+    place = innermost_target(frames)
     if place is None:
         return CauseKeys((f"process:{kind}:{fallback}",), f"{kind} ({fallback})")
     key, title = _location_key(kind, place)

@@ -58,14 +58,17 @@ class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
         super().__init__(self.render())
 
     def with_repro(self, repro: str, context: str | None = None) -> CheckFailure:
-        """The same failure, with a reproduction snippet (and where it happened)."""
-        return CheckFailure(
+        """The same failure, with a reproduction snippet (and where it happened), still
+        chained to the target's exception that caused it."""
+        failure = CheckFailure(
             self.what,
             expected=self.expected,
             seen=self.seen,
             repro=repro,
             context=context if context is not None else self.context,
         )
+        failure.__cause__ = self.__cause__
+        return failure
 
     def render(self) -> str:
         """The full message: what, expected, seen, context and reproduction."""
