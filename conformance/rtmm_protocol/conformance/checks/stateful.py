@@ -262,7 +262,11 @@ def life_machine(
                 scenario,
                 run.device,
             )
-            judge_call(call)
+            try:
+                judge_call(call)
+            except CheckFailure as failure:  # this step's scenario is the case that shows it
+                shown = failure.with_case(scenario, realtime=run.mode == "realtime")
+                raise shown from failure.__cause__
             changes = before.changes(cache) if keeps_cache else []
             if changes:
                 raise CheckFailure(
