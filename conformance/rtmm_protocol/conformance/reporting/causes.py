@@ -1,6 +1,13 @@
-"""Grouping failures by cause, so one fault that breaks ten checks is reported once: the
-same exception type at the same place in the target's own code, the same smallest case in
-the same mode, or one check failing the same way in two modes."""
+"""Grouping failures by cause, so one fault that breaks ten checks is reported once.
+
+Failures share a cause when they share a key: the same exception type at the same place
+in the target's own code; the same smallest case in the same mode; one check failing the
+same way in two modes; or smallest cases that need the same sort of step in the same mode
+(:func:`_sort_of_step`: the number of requests and the kinds of their windows, such as
+realtime decode or look-ahead), so that one fault on one kind of window, which fails G1,
+G3, G5 and G8 alike, is one cause. One request in its prompt's first chunk groups nothing:
+every fault of a gather shows there, so two faults that do would be joined.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from rtmm_protocol.conformance.reporting.frames import (
     target_entry,
 )
 from rtmm_protocol.conformance.reporting.results import FAILING_OUTCOMES, CheckFailure, CheckResult
+from rtmm_protocol.testing.scenario import CaseKind
 
 __all__ = [
     "Cause",
@@ -66,6 +74,37 @@ class Cause:
         return self.results[0]
 
 
+#: Kinds of a step's windows beyond the prompt's; with one of them, the window is what the
+#: smallest case needs, and its features (masked, miss) are only how a check sees it.
+_WINDOW_KINDS = frozenset({"decode", "realtime-decode", "look-ahead", "zero-token"})
+
+#: A prompt's first chunk and its later ones (a stateful life reaches either first).
+_PROMPT_KINDS = frozenset({"prefill", "chunked-prefill"})
+
+
+def _sort_of_step(kind: CaseKind | None) -> CaseKind | None:
+    """What groups a failure with others of the same fault: its smallest case's kind, less
+    the features' kinds where the window is more than a prompt's, with the prompt's chunks
+    as one kind where another kind is left; none for one request in its prompt's first
+    chunk, which shows any fault of a gather and so tells none from another."""
+    if kind is None:
+        return None
+    count, kinds = kind
+    left = set(kinds)
+    if left & _WINDOW_KINDS:
+        left &= _WINDOW_KINDS | _PROMPT_KINDS
+    if left - _PROMPT_KINDS and left & _PROMPT_KINDS:
+        left = (left - _PROMPT_KINDS) | {"prompt"}
+    sort = (count, tuple(sorted(left)))
+    return None if not left or sort == (1, ("prefill",)) else sort
+
+
+def _kind_words(kind: CaseKind) -> str:
+    count, kinds = kind
+    steps = "1 request" if count == 1 else f"{count} requests"
+    return f"{steps}: {', '.join(kinds)}"
+
+
 def _location_key(kind: str, frame: Frame) -> tuple[str, str]:
     key = f"error:{kind}@{frame[0]}:{frame[1]}"
     return key, f"{kind} at {short_path(frame[0])}:{frame[1]} (in {frame[2]})"
@@ -108,6 +147,11 @@ def cause_of_failure(
             keys.append(_case_key(failure.repro, mode))
         # One check failing the same way in each of its modes is one fault.
         keys.append(f"check:{check_id}:{failure.what}")
+        sort = _sort_of_step(failure.case_kind)
+        if sort is not None:
+            # Checks whose smallest cases need the same sort of step see the same fault.
+            keys.append(f"kind:{mode}:{sort[0]}:{'+'.join(sort[1])}")
+            title = title or f"{failure.what} (on {_kind_words(sort)})"
         title = title or failure.what
     if not keys:
         keys.append(f"what:{check_id}:{reason}")
