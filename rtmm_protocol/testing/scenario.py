@@ -230,8 +230,8 @@ class GatherScenario:
     def simpler(self) -> list[GatherScenario]:
         """Simpler steps to try in place of this one, simplest first: each request with
         scheduled tokens alone in the batch (the others stay in the cache, as requests not
-        scheduled this step), then the step without ``is_embed`` masks, then without the
-        look-ahead."""
+        scheduled this step), then the step without those, without ``is_embed`` masks,
+        then without the look-ahead."""
         singles = [
             replace(self, requests=(r,), extra_requests=(*others, *self.extra_requests))
             for i, r in enumerate(self.requests)
@@ -244,6 +244,7 @@ class GatherScenario:
         )
         return [
             *singles,
+            *([replace(self, extra_requests=())] if self.extra_requests else []),
             *([replace(self, requests=unmasked)] if unmasked != self.requests else []),
             *([replace(self, draft_lookahead=0)] if self.draft_lookahead else []),
         ]

@@ -197,9 +197,9 @@ class CheckRun:
 
     def _run_case(self, body: Callable[[GatherScenario], None], case: GatherScenario) -> None:
         """Run a hand-placed case. When it fails, a simpler case that fails the same way
-        (one of its requests alone, the plainest window first; no masks; no look-ahead)
-        stands for it, and so on while one does: the smallest case names what triggers
-        the failure, not the other requests the hand-placed case holds."""
+        (one of its requests alone, the plainest window first; no other requests in the
+        cache; no masks; no look-ahead) stands for it, and so on while one does: the
+        smallest case names what triggers the failure, not the rest of the case."""
         try:
             self._run_example(body, case)
         except CheckFailure as failure:
