@@ -9,7 +9,7 @@ come from :mod:`rtmm_protocol.testing.strategies`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -21,12 +21,17 @@ from rtmm_protocol.testing.input_batch import ReferenceInputBatch
 from rtmm_protocol.types import IntArray
 
 __all__ = [
+    "CaseKind",
     "FeatureSpec",
     "GatherScenario",
     "RequestSpec",
     "distinct_output",
     "encoder_output_for",
 ]
+
+#: What sort of step a scenario is (:meth:`GatherScenario.kind`): the number of requests
+#: and the sorted kinds of their windows, for example ``(1, ("realtime-decode",))``.
+CaseKind = tuple[int, tuple[str, ...]]
 
 # Rows of one output are told apart by ``tag + row`` in the first column; outputs of
 # one scenario get tags this far apart (the strategies never draw longer placeholders).
@@ -186,6 +191,64 @@ class GatherScenario:
             device=device,
         )
 
+    def window_kinds(self, request: RequestSpec, realtime: bool) -> frozenset[str]:
+        """The kinds of ``request``'s window in this step: ``prefill``, ``chunked-prefill``,
+        ``decode`` (past the prompt: ``realtime-decode`` for a realtime model, a skipped
+        step otherwise) or ``zero-token``; with ``look-ahead``, and ``masked`` or ``miss``
+        when it gathers over a feature with an ``is_embed`` mask or without a cached output."""
+        start = request.num_computed_tokens + self.draft_lookahead
+        kinds = {"look-ahead"} if self.draft_lookahead else set()
+        if request.num_scheduled_tokens == 0:
+            return frozenset({*kinds, "zero-token"})
+        if start >= request.prefill_len:
+            kinds.add("realtime-decode" if realtime else "decode")
+            if not realtime:
+                return frozenset(kinds)  # skipped: its features are not gathered
+        else:
+            kinds.add("prefill" if request.num_computed_tokens == 0 else "chunked-prefill")
+        for spec in _features_in(request, start, start + request.num_scheduled_tokens):
+            kinds |= {"masked"} if spec.is_embed is not None else set()
+            kinds |= {"miss"} if not spec.cached else set()
+        return frozenset(kinds)
+
+    def kind(self, realtime: bool) -> CaseKind:
+        """What sort of step this is, as a hashable signature: the number of requests and
+        the sorted kinds of their windows (see :meth:`window_kinds`)."""
+        kinds = set().union(*(self.window_kinds(r, realtime) for r in self.requests))
+        return len(self.requests), tuple(sorted(kinds))
+
+    def describe(self, realtime: bool) -> str:
+        """The step in plain words: each request's kind of window, the placeholders it
+        meets, and the look-ahead; for example ``1 request: a realtime request decoding past
+        its prompt (window [5, 7) starts inside the placeholder of a0), look-ahead 1``."""
+        look = self.draft_lookahead
+        parts = [_describe_request(self, r, realtime) for r in self.requests]
+        count = f"{len(self.requests)} request" + ("" if len(self.requests) == 1 else "s")
+        text = f"{count}: " + "; ".join(parts) if parts else "no request"
+        return text + (f", look-ahead {look}" if look else "")
+
+    def simpler(self) -> list[GatherScenario]:
+        """Simpler steps to try in place of this one, simplest first: each request with
+        scheduled tokens alone in the batch (the others stay in the cache, as requests not
+        scheduled this step), then the step without those, without ``is_embed`` masks,
+        then without the look-ahead."""
+        singles = [
+            replace(self, requests=(r,), extra_requests=(*others, *self.extra_requests))
+            for i, r in enumerate(self.requests)
+            for others in [self.requests[:i] + self.requests[i + 1 :]]
+            if r.num_scheduled_tokens > 0 and len(self.requests) > 1
+        ]
+        unmasked = tuple(
+            replace(r, features=tuple(replace(f, is_embed=None) for f in r.features))
+            for r in self.requests
+        )
+        return [
+            *singles,
+            *([replace(self, extra_requests=())] if self.extra_requests else []),
+            *([replace(self, requests=unmasked)] if unmasked != self.requests else []),
+            *([replace(self, draft_lookahead=0)] if self.draft_lookahead else []),
+        ]
+
     def to_python(self) -> str:
         """Ready-to-run Python that rebuilds this scenario."""
         lines = [
@@ -204,3 +267,41 @@ class GatherScenario:
             lines.append(f"    extra_requests={self.extra_requests!r},")
         lines.append(")")
         return "\n".join(lines)
+
+
+def _features_in(request: RequestSpec, start: int, end: int) -> list[FeatureSpec]:
+    """The features of ``request`` whose placeholder meets the window ``[start, end)``."""
+    return [f for f in request.features if f.offset < end and start < f.offset + f.length]
+
+
+_REQUEST_WORDS = {
+    "prefill": "a request in its prompt's first chunk",
+    "chunked-prefill": "a request in a later chunk of its prompt",
+    "realtime-decode": "a realtime request decoding past its prompt",
+    "decode": "a request decoding past its prompt (skipped by a non-realtime model)",
+    "zero-token": "a request with 0 scheduled tokens",
+}
+
+
+def _describe_request(scenario: GatherScenario, request: RequestSpec, realtime: bool) -> str:
+    """One request of :meth:`GatherScenario.describe`."""
+    start = request.num_computed_tokens + scenario.draft_lookahead
+    end = start + request.num_scheduled_tokens
+    kinds = scenario.window_kinds(request, realtime)
+    words = next(w for k, w in _REQUEST_WORDS.items() if k in kinds)
+    meets = []
+    for spec in request.features:
+        if spec.offset < start < spec.offset + spec.length:
+            place = f"starts inside the placeholder of {spec.identifier}"
+        elif spec in _features_in(request, start, end):
+            place = f"covers placeholder {spec.identifier}"
+        else:
+            continue
+        notes = [
+            n
+            for n, on in (("masked", spec.is_embed is not None), ("not cached", not spec.cached))
+            if on
+        ]
+        meets.append(place + (f" ({', '.join(notes)})" if notes else ""))
+    where = ", ".join(meets) if meets else "meets no placeholder"
+    return f"{words} (window [{start}, {end}) {where})"

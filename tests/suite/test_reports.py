@@ -9,11 +9,17 @@ from typing import Any
 
 import pytest
 import torch
-from suite.gallery import gatherer
+from suite.gallery import FaultyGatherer, gatherer
 from support.extras import JSONSCHEMA_MISSING, needs_jsonschema, validate_when_possible
 
-from rtmm_protocol.conformance.api import check_model_state, known_versions, settings_summary
+from rtmm_protocol.conformance.api import (
+    check_model_state,
+    known_versions,
+    replay,
+    settings_summary,
+)
 from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
+from rtmm_protocol.conformance.checks import cases
 from rtmm_protocol.conformance.checks.all_checks import implementations
 from rtmm_protocol.conformance.driving.factories import Target
 from rtmm_protocol.conformance.driving.gather_call import describe_error
@@ -33,6 +39,7 @@ from rtmm_protocol.conformance.running.verdict import Probe, environment_info
 from rtmm_protocol.conformance.running.workers import InProcess
 from rtmm_protocol.conformance.settings import RunSettings
 from rtmm_protocol.conformance.targets import reference_model_state
+from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 
 G5 = CHECKS_BY_ID["G5-rows-match-mask"]
 D5 = CHECKS_BY_ID["D5-oversize-raises"]
@@ -238,6 +245,103 @@ def test_failures_are_grouped_by_error_place_and_by_smallest_case() -> None:
     rows = {c["id"]: c for c in data["checks"]}  # type: ignore[attr-defined]
     assert rows[G5.id]["cause"]["id"] == "1"
     assert rows[D5.id]["cause"] is None
+
+
+class _ReadsEveryOutput(FaultyGatherer):
+    """A gatherer that looks every feature's output up in the cache before gathering, so a
+    missing one is a KeyError raised inside the suite's instrumented cache."""
+
+    def gather_mm_embeddings(self, req_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        for req_id in req_ids:
+            for feature in self.encoder_cache.mm_features[req_id]:
+                self.encoder_cache.encoder_outputs[feature.identifier]  # _READS_LINE
+        return super().gather_mm_embeddings(req_ids, *args, **kwargs)
+
+
+def _reads_line() -> int:
+    return next(
+        n for n, line in enumerate(Path(__file__).read_text().splitlines(), start=1)
+        if line.endswith("# _READS_LINE")
+    )  # fmt: skip
+
+
+def test_a_cause_names_the_targets_line_and_a_replay_chains_its_error() -> None:
+    """The KeyError leaves through the instrumented cache's ``__getitem__``: the cause and
+    the failure name the target's line that read the cache, and the replay's failure is
+    chained to the target's own exception."""
+    factory = gatherer(cls=_ReadsEveryOutput)
+    check = "G7-missing-output-raises"
+    report = check_model_state(factory, device="cpu", examples=0, checks=[check])
+    [cause] = report.causes()
+    assert cause.title.startswith(f"KeyError at tests/suite/test_reports.py:{_reads_line()} ")
+    assert f"test_reports.py:{_reads_line()})" in cause.first.details
+    assert "instruments.py" not in cause.first.details
+    with pytest.raises(CheckFailure) as caught:
+        replay(check, factory, cases.MISS_CASES[0], mode="non-realtime")
+    assert isinstance(caught.value.__cause__, KeyError)
+
+
+def _decoding(req_id: str, *, masked: bool = False) -> GatherScenario:
+    """One realtime request decoding past its prompt, over a placeholder (masked or not)."""
+    mask = (True, False, True) if masked else None
+    feature = FeatureSpec(f"{req_id}0", 3, 3, mask)
+    return GatherScenario(requests=(RequestSpec(req_id, 3, 4, 2, (feature,)),))
+
+
+def test_failures_whose_smallest_cases_need_the_same_sort_of_step_are_one_cause() -> None:
+    """Two checks whose smallest cases both need a realtime decode window (a mask or not)
+    are one cause; a plain prompt window says nothing about the fault, and another sort of
+    step (a look-ahead) is another cause."""
+    prompt = GatherScenario(requests=(RequestSpec("p", 9, 0, 4, (FeatureSpec("p0", 1, 2),)),))
+    ahead = replace(prompt, draft_lookahead=1)
+    results = [
+        _failed("G1-window-slots", CheckFailure("mask", case=_decoding("a", masked=True), realtime=True)),
+        _failed("G3-realtime-decode-gathers", CheckFailure("none", case=_decoding("b"), realtime=True)),
+        _failed("G4-mask-type-shape", CheckFailure("int64", case=prompt, realtime=True)),
+        _failed(G5.id, CheckFailure("rows", case=prompt, realtime=True)),
+        _failed("G6-pieces-are-views", CheckFailure("copies", case=ahead, realtime=True)),
+    ]  # fmt: skip
+    causes = _report(results).causes()
+    assert [c.checks for c in causes] == [
+        ["G1-window-slots", "G3-realtime-decode-gathers"],
+        ["G4-mask-type-shape"],
+        [G5.id],
+        ["G6-pieces-are-views"],
+    ]
+    assert causes[0].title == "mask (on 1 request: realtime-decode)"
+    first = causes[0].first.details
+    assert (
+        "smallest case: 1 request: a realtime request decoding past its prompt (window [4, 6) "
+        in first
+    )
+
+
+class _MaskAsInt64(FaultyGatherer):
+    """A second fault besides a window fault: the mask comes back as int64 on every step."""
+
+    def gather_mm_embeddings(self, *args: Any, **kwargs: Any) -> Any:
+        pieces, mask = super().gather_mm_embeddings(*args, **kwargs)
+        return pieces, mask.to(torch.int64)
+
+
+def test_one_window_fault_is_one_cause_and_a_second_fault_another() -> None:
+    """A decode-window fault fails several checks, each with its smallest case: one realtime
+    request decoding; they are one cause. A mask of the wrong dtype besides is a second."""
+    one = check_model_state(gatherer("G1@realtime-decode"), device="cpu", examples=0)
+    [cause] = one.causes()
+    assert {"G1-window-slots", "G3-realtime-decode-gathers", G5.id} <= set(cause.checks)
+    assert "(on 1 request: realtime-decode)" in cause.title
+    assert "smallest case: 1 request: a realtime request decoding past its prompt" in (
+        cause.first.details
+    )
+    two = check_model_state(
+        gatherer("G1@realtime-decode", cls=_MaskAsInt64), device="cpu", examples=0,
+        checks=["G1-window-slots", "G3-realtime-decode-gathers", G5.id, "G4-mask-type-shape"],
+    )  # fmt: skip
+    assert sorted(c.checks for c in two.causes()) == [
+        ["G1-window-slots", "G3-realtime-decode-gathers", G5.id],
+        ["G4-mask-type-shape"],
+    ]
 
 
 def test_rows_follow_clause_order_and_reasons_are_never_cut() -> None:

@@ -59,7 +59,7 @@ def _judge_accepts(run: CheckRun) -> Judge:
             "the target refused a gather after a change the contract allows between steps",
             expected="a result (every needed output is cached)",
             seen=describe_error(call.error),
-        )
+        ) from call.error
 
     return judge
 

@@ -298,17 +298,19 @@ def _batch_rejected(run: CheckRun) -> None:
     profile="robustness",
 )
 def _names_field(run: CheckRun) -> None:
-    unnamed = []
+    unnamed: list[str] = []
+    errors: list[BaseException] = []
     for attempt in (_attempt(run, c) for c in _malformed_batches(run.kind)):
         error = attempt.error
         if isinstance(error, _ACCEPTED) and not any(n in str(error) for n in attempt.case.names):
             unnamed.append(f"{attempt.case.what}: {describe_error(error)}")
+            errors.append(error)
     if unnamed:
         raise CheckFailure(
             "errors for malformed batches do not name the field",
             expected="a message naming the field (for example num_computed_tokens)",
             seen="; ".join(unnamed[:4]),
-        )
+        ) from errors[0]
 
 
 @check(
@@ -341,11 +343,13 @@ def _feature_rejected(run: CheckRun) -> None:
     profile="robustness",
 )
 def _clean_errors(run: CheckRun) -> None:
-    problems = []
+    problems: list[str] = []
+    errors: list[BaseException] = []
     for attempt in (_attempt(run, c) for c in _all_bad_inputs(run)):
         error = attempt.error
         if error is not None and not isinstance(error, _ACCEPTED):
             problems.append(f"{attempt.case.what}: {describe_error(error)}")
+            errors.append(error)
         if attempt.changes:
             problems.append(
                 f"{attempt.case.what}: rejected after a partial write: {attempt.changes[0]}"
@@ -355,7 +359,7 @@ def _clean_errors(run: CheckRun) -> None:
             "bad input raised something other than ValueError/TypeError, or left a partial write",
             expected="ValueError or TypeError, and the cache and buffer untouched",
             seen="; ".join(problems[:4]),
-        )
+        ) from (errors[0] if errors else None)
 
 
 def _oversize_batches(run: CheckRun, top: int) -> list[tuple[str, ReferenceInputBatch]]:

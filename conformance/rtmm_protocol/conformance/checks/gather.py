@@ -173,7 +173,7 @@ def _no_raise(call: GatherCall, what: str) -> Gathered:
             what,
             expected="a result (no needed output is missing)",
             seen=describe_error(call.error),
-        )
+        ) from call.error
     return call.unpack()
 
 
@@ -227,7 +227,7 @@ def _zero_scheduled(run: CheckRun, scenario: GatherScenario) -> None:
             "every needed output",
             expected="a result: a request with zero scheduled tokens needs nothing",
             seen=describe_error(call.error),
-        )
+        ) from call.error
     gathered = call.unpack()
     owners = _owner_of_identifiers(scenario)
     idle = {r.req_id for r in scenario.requests if r.num_scheduled_tokens == 0}
@@ -335,7 +335,7 @@ def _all_skipped(run: CheckRun, scenario: GatherScenario) -> None:
             "the gather raised for a batch in which every request is skipped",
             expected="([], an all-False mask)",
             seen=describe_error(call.error),
-        )
+        ) from call.error
     gathered = call.unpack()
     if gathered.pieces or bool(gathered.mask.any()):
         raise CheckFailure(
@@ -402,7 +402,7 @@ def _mask_type_shape(run: CheckRun, scenario: GatherScenario) -> None:
             "the gather raised for a batch whose needed outputs are all cached",
             expected="(mm_embeds, is_mm_embed)",
             seen=describe_error(call.error),
-        )
+        ) from call.error
     result = call.result
     mask = result[1] if isinstance(result, (tuple, list)) and len(result) == 2 else None
     problems = []
@@ -630,13 +630,13 @@ def _missing_raises(run: CheckRun, scenario: GatherScenario) -> None:
             "a missing encoder output raised an exception that is not a RuntimeError",
             expected=f"a RuntimeError subclass naming {missing[0]!r}",
             seen=describe_error(error),
-        )
+        ) from error
     if not any(identifier in str(error) for identifier in missing):
         raise CheckFailure(
             "the error for a missing encoder output does not name the identifier",
             expected=f"a message naming {' or '.join(repr(i) for i in missing)}",
             seen=describe_error(error),
-        )
+        ) from error
 
 
 @scenario_check(

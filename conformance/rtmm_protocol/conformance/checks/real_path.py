@@ -146,14 +146,14 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
                 f"scheduled item {identifier!r} (with data, not cached) was not encoded",
                 expected=f"model.embed_multimodal(**data) called for {identifier!r}",
                 seen="no encoder call with its inputs" + raised,
-            )
+            ) from error
         output = _cached(step, identifier)
         if output is None:
             raise CheckFailure(
                 f"the output of scheduled item {identifier!r} was not cached",
                 expected=f"encoder_cache.encoder_outputs[{identifier!r}] set",
                 seen="no entry" + raised,
-            )
+            ) from error
         wanted = step.model.embed_multimodal(input_features=step.inputs[identifier])[0]
         problem = _close(run, output, wanted)
         if problem is not None:
@@ -246,7 +246,7 @@ def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
             "get_mm_embeddings failed on a step whose gather is consistent",
             expected="the merged embeddings",
             seen=describe_error(error) if error else type(result).__name__,
-        )
+        ) from error
     n = step.batch.num_tokens
     gathered = run.call(
         "gather_mm_embeddings after get_mm_embeddings",

@@ -224,7 +224,7 @@ def _realtime_guard(run: CheckRun) -> None:
                 "the gather raised for a non-realtime decode batch",
                 expected="([], all-False mask)",
                 seen=describe_error(call.error),
-            )
+            ) from call.error
         gathered = call.unpack()
         if gathered.pieces or bool(gathered.mask.any()):
             raise CheckFailure(

@@ -266,7 +266,11 @@ def life_machine(
                 scenario,
                 run.device,
             )
-            judge_call(call)
+            try:
+                judge_call(call)
+            except CheckFailure as failure:  # this step's scenario is the case that shows it
+                shown = failure.with_case(scenario, realtime=run.mode == "realtime")
+                raise shown from failure.__cause__
             changes = before.changes(cache) if keeps_cache else []
             if changes:
                 raise CheckFailure(
@@ -328,14 +332,14 @@ def compare_with_oracle(call: GatherCall) -> None:
                 "a missing encoder output was not reported as the contract says",
                 expected=f"a RuntimeError naming {' or '.join(missing)}",
                 seen="a result" if call.error is None else describe_error(call.error),
-            )
+            ) from call.error
         return
     if call.error is not None:
         raise CheckFailure(
             "the gather raised although every needed output is cached",
             expected="a result",
             seen=describe_error(call.error),
-        )
+        ) from call.error
     gathered = call.unpack()
     expected_mask = oracle.mask_tensor()
     raw = gathered.raw_mask
@@ -451,7 +455,7 @@ def run_lives(
                 1 for line in (failure.repro or "").splitlines() if line.startswith("state.")
             )
             where = f"(a hand-written life, failing at its step {count}: the replay's last line)"
-            raise failure.with_repro(failure.repro or "", context=where) from None
+            raise failure.with_repro(failure.repro or "", context=where) from failure.__cause__
     if run.settings.examples <= 0:
         return
     with run.deterministic("these steps"):
@@ -508,7 +512,7 @@ def replayable(method: _Rule) -> _Rule:
             if self.depth > 1 or failure.repro is not None:
                 raise
             replay = "\n".join([*self.replay_header, *self.steps])
-            raise failure.with_repro(replay) from None
+            raise failure.with_repro(replay) from failure.__cause__
         finally:
             self.depth -= 1
 

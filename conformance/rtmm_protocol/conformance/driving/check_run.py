@@ -28,7 +28,7 @@ from rtmm_protocol.conformance.driving.gather_call import GatherCall, call_gathe
 from rtmm_protocol.conformance.driving.hypothesis_local_constants import without_local_constants
 from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckSkipped
 from rtmm_protocol.conformance.settings import DTYPES, RunSettings
-from rtmm_protocol.testing.scenario import GatherScenario
+from rtmm_protocol.testing.scenario import CaseKind, GatherScenario
 from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
 __all__ = ["Built", "CheckRun", "first_check_failure"]
@@ -147,7 +147,7 @@ class CheckRun:
         """Run ``body`` on each hand-placed case, then on random scenarios; a failure carries
         the smallest scenario Hypothesis found, as Python that replays it."""
         for case in cases:
-            self._run_example(body, case)
+            self._run_case(body, case)
         count = self.settings.examples if examples is None else examples
         if count <= 0:
             return
@@ -199,6 +199,43 @@ class CheckRun:
         key = f"{self.settings.seed}:{self.check_id}:{self.mode}"
         return zlib.crc32(key.encode())
 
+    def _run_case(self, body: Callable[[GatherScenario], None], case: GatherScenario) -> None:
+        """Run a hand-placed case. When it fails, a simpler case that fails the same way
+        (one of its requests alone, the plainest window first; no other requests in the
+        cache; no masks; no look-ahead) stands for it, and so on while one does: the
+        smallest case names what triggers the failure, not the rest of the case."""
+        try:
+            self._run_example(body, case)
+        except CheckFailure as failure:
+            smallest = failure
+            while (simpler := self._simpler_failure(body, smallest)) is not None:
+                smallest = simpler
+            if smallest is failure:
+                raise
+            raise smallest from smallest.__cause__
+
+    def _simpler_failure(
+        self, body: Callable[[GatherScenario], None], failure: CheckFailure
+    ) -> CheckFailure | None:
+        """The failure of the first simpler case than ``failure``'s that fails the same way."""
+        if failure.case is None:
+            return None
+        realtime = self.mode == "realtime"
+        tries = failure.case.simpler()
+        singles = sorted(
+            (t for t in tries if len(t.requests) == 1 < len(failure.case.requests)),
+            key=lambda t: _plainness(t.kind(realtime)),
+        )
+        for simpler in [*singles, *(t for t in tries if t not in singles)]:
+            try:
+                self._run_example(body, simpler)
+            except CheckFailure as again:
+                if again.what == failure.what:
+                    return again
+            except Exception:  # another failure than the case's: not a simpler case of it
+                continue
+        return None
+
     def _run_example(
         self, body: Callable[[GatherScenario], None], scenario: GatherScenario
     ) -> None:
@@ -207,7 +244,8 @@ class CheckRun:
         except CheckFailure as failure:
             if failure.repro is not None:
                 raise
-            raise failure.with_repro(self.repro(scenario)) from None
+            shown = failure.with_case(scenario, realtime=self.mode == "realtime")
+            raise shown.with_repro(self.repro(scenario)) from failure.__cause__
 
     def repro(self, scenario: GatherScenario) -> str:
         """Python that rebuilds ``scenario`` and replays this check on it."""
@@ -220,6 +258,11 @@ class CheckRun:
                 f"mode={self.mode!r}, device={str(self.device)!r}, dtype={dtype!r})",
             ]
         )
+
+
+def _plainness(kind: CaseKind) -> tuple[int, bool]:
+    """Fewer kinds of window first, and a prompt's first chunk before any other."""
+    return len(kind[1]), kind[1] != ("prefill",)
 
 
 def first_check_failure(error: BaseException | None) -> CheckFailure | None:

@@ -3,7 +3,6 @@ result or the error, the cache keys the target read and the arrays it was given.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -11,6 +10,7 @@ import numpy as np
 import torch
 
 from rtmm_protocol.conformance.catalog import TargetKind
+from rtmm_protocol.conformance.reporting.frames import TargetError
 from rtmm_protocol.conformance.reporting.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.realtime import supports_realtime
@@ -25,11 +25,9 @@ __all__ = ["GatherCall", "Gathered", "call_gather", "describe_error"]
 
 
 def describe_error(error: BaseException) -> str:
-    """``Type: message (at file:line)`` of an exception a target raised."""
-    frames = traceback.extract_tb(error.__traceback__)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {message}{where}"
+    """``Type: message (at file:line)`` of an exception a target raised, at the innermost
+    frame of the target's own code (not the suite's instrumented cache it went through)."""
+    return str(TargetError.of(error))
 
 
 @dataclass
@@ -77,7 +75,7 @@ class GatherCall:
                 "the target raised where a result was expected",
                 expected="(mm_embeds, is_mm_embed)",
                 seen=describe_error(self.error),
-            )
+            ) from self.error
         result = self.result
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise CheckFailure(

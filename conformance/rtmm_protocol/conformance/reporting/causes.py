@@ -1,21 +1,30 @@
-"""Grouping failures by cause, so one fault that breaks ten checks is reported once: the
-same exception type at the same place in the target's own code, the same smallest case in
-the same mode, or one check failing the same way in two modes."""
+"""Grouping failures by cause, so one fault that breaks ten checks is reported once.
+
+Failures share a cause when they share a key: the same exception type at the same place
+in the target's own code; the same smallest case in the same mode; one check failing the
+same way in two modes; or smallest cases that need the same sort of step in the same mode
+(:func:`_sort_of_step`: the number of requests and the kinds of their windows, such as
+realtime decode or look-ahead), so that one fault on one kind of window, which fails G1,
+G3, G5 and G8 alike, is one cause. One request in its prompt's first chunk groups nothing:
+every fault of a gather shows there, so two faults that do would be joined.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import os
-import re
-import sysconfig
-import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Literal
 
-import rtmm_protocol.testing
+from rtmm_protocol.conformance.reporting.frames import (
+    Frame,
+    TargetError,
+    frame_kind,
+    innermost_target,
+    short_path,
+    target_entry,
+)
 from rtmm_protocol.conformance.reporting.results import FAILING_OUTCOMES, CheckFailure, CheckResult
+from rtmm_protocol.testing.scenario import CaseKind
 
 __all__ = [
     "Cause",
@@ -29,16 +38,6 @@ __all__ = [
     "short_path",
     "target_entry",
 ]
-
-#: ``(filename, line, function)`` of one stack frame, outermost first in a stack.
-Frame = tuple[str, int, str]
-
-# ``describe_error`` writes a target's exception as ``Type: message (at file:line)``.
-# The type is a class name (capitalised, possibly dotted), so a label before it such as
-# "... for 2 requests: ValueError: ..." is not taken for the type.
-_DESCRIBED = re.compile(
-    r"\b(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*): .*\(at (?P<file>[^()]+?):(?P<line>\d+)\)\s*$"
-)
 
 
 @dataclass(frozen=True)
@@ -75,76 +74,35 @@ class Cause:
         return self.results[0]
 
 
-@lru_cache(maxsize=1)
-def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    import _pytest
-    import hypothesis
-    import numpy
-    import pluggy
-    import pytest
-    import torch
+#: Kinds of a step's windows beyond the prompt's; with one of them, the window is what the
+#: smallest case needs, and its features (masked, miss) are only how a check sees it.
+_WINDOW_KINDS = frozenset({"decode", "realtime-decode", "look-ahead", "zero-token"})
 
-    # The suite and its testing helpers (toy models, instrumented cache) are never "target".
-    suite = [
-        os.path.dirname(os.path.dirname(__file__)),
-        os.path.dirname(rtmm_protocol.testing.__file__),
-    ]
-    modules = (torch, numpy, hypothesis, pluggy, _pytest, pytest)
-    libraries = [os.path.dirname(m.__file__ or "") for m in modules]
-    libraries += [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")]
-    return _prefixes(suite), _prefixes(libraries)
+#: A prompt's first chunk and its later ones (a stateful life reaches either first).
+_PROMPT_KINDS = frozenset({"prefill", "chunked-prefill"})
 
 
-def _prefixes(folders: list[str]) -> tuple[str, ...]:
-    """Each folder, as given and with links resolved, as the prefix of the paths inside it."""
-    return tuple(
-        {p + os.sep for f in folders if f for p in (os.path.abspath(f), os.path.realpath(f))}
-    )
+def _sort_of_step(kind: CaseKind | None) -> CaseKind | None:
+    """What groups a failure with others of the same fault: its smallest case's kind, less
+    the features' kinds where the window is more than a prompt's, with the prompt's chunks
+    as one kind where another kind is left; none for one request in its prompt's first
+    chunk, which shows any fault of a gather and so tells none from another."""
+    if kind is None:
+        return None
+    count, kinds = kind
+    left = set(kinds)
+    if left & _WINDOW_KINDS:
+        left &= _WINDOW_KINDS | _PROMPT_KINDS
+    if left - _PROMPT_KINDS and left & _PROMPT_KINDS:
+        left = (left - _PROMPT_KINDS) | {"prompt"}
+    sort = (count, tuple(sorted(left)))
+    return None if not left or sort == (1, ("prefill",)) else sort
 
 
-def frame_kind(filename: str) -> Literal["suite", "library", "target"]:
-    """Whether a frame's file is the suite's, a library's (torch, numpy...) or the target's."""
-    suite, libraries = _roots()
-    if filename.startswith(suite) or os.path.realpath(filename).startswith(suite):
-        return "suite"
-    if filename.startswith("<") or filename.startswith(libraries):
-        return "library"
-    return "target"
-
-
-def _innermost_target(frames: Sequence[Frame]) -> Frame | None:
-    """The innermost target frame below the suite's first frame (else anywhere)."""
-    kinds = [frame_kind(f[0]) for f in frames]
-    start = kinds.index("suite") if "suite" in kinds else 0
-    inside = [f for f, k in zip(frames[start:], kinds[start:], strict=False) if k == "target"]
-    return inside[-1] if inside else None
-
-
-def target_entry(frames: Sequence[Frame]) -> tuple[Frame | None, Frame | None]:
-    """Where the suite called into the target, and the suite frame that made the call; in a
-    stack (outermost first), frames above the suite's first one are not the target's."""
-    kinds = [frame_kind(f[0]) for f in frames]
-    if "suite" not in kinds:
-        return None, None
-    start, caller = kinds.index("suite"), None
-    for frame, kind in zip(frames[start:], kinds[start:], strict=False):
-        if kind == "suite":
-            caller = frame
-        elif kind == "target":
-            return frame, caller
-    return None, caller
-
-
-def short_path(filename: str) -> str:
-    """A file name short enough for a summary line: from ``site-packages`` or the cwd."""
-    marker = f"site-packages{os.sep}"
-    if marker in filename:
-        return filename.split(marker, 1)[1]
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:  # another drive on Windows
-        return filename
-    return filename if relative.startswith(os.pardir) else relative
+def _kind_words(kind: CaseKind) -> str:
+    count, kinds = kind
+    steps = "1 request" if count == 1 else f"{count} requests"
+    return f"{steps}: {', '.join(kinds)}"
 
 
 def _location_key(kind: str, frame: Frame) -> tuple[str, str]:
@@ -180,27 +138,20 @@ def cause_of_failure(
     keys: list[str] = []
     title = ""
     error = failure if not isinstance(failure, CheckFailure) else _chained_error(failure)
-    if error is not None:
-        frames = [
-            (f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(error.__traceback__)
-        ]
-        place = _innermost_target(frames)
-        if place is not None:
-            key, title = _location_key(type(error).__name__, place)
-            keys.append(key)
-    if not keys and isinstance(failure, CheckFailure):
-        # Else the place a described error names: in what was seen, else anywhere.
-        lines = [*(failure.seen or "").splitlines(), *failure.render().splitlines()]
-        match = next((m for m in map(_DESCRIBED.search, lines) if m), None)
-        if match is not None:
-            key, title = _location_key(match["type"], (match["file"], int(match["line"]), "?"))
-            keys.append(key)
-            title = title.removesuffix(" (in ?)")
+    raised = TargetError.of(error) if error is not None else None
+    if raised is not None and raised.at is not None:
+        key, title = _location_key(raised.type, raised.at)
+        keys.append(key)
     if isinstance(failure, CheckFailure):
         if failure.repro:
             keys.append(_case_key(failure.repro, mode))
         # One check failing the same way in each of its modes is one fault.
         keys.append(f"check:{check_id}:{failure.what}")
+        sort = _sort_of_step(failure.case_kind)
+        if sort is not None:
+            # Checks whose smallest cases need the same sort of step see the same fault.
+            keys.append(f"kind:{mode}:{sort[0]}:{'+'.join(sort[1])}")
+            title = title or f"{failure.what} (on {_kind_words(sort)})"
         title = title or failure.what
     if not keys:
         keys.append(f"what:{check_id}:{reason}")
@@ -210,7 +161,7 @@ def cause_of_failure(
 
 def cause_of_frames(kind: str, frames: Sequence[Frame], fallback: str) -> CauseKeys:
     """The cause keys of a crash or a hang, from the stack the process was in."""
-    place = _innermost_target(frames)
+    place = innermost_target(frames)
     if place is None:
         return CauseKeys((f"process:{kind}:{fallback}",), f"{kind} ({fallback})")
     key, title = _location_key(kind, place)

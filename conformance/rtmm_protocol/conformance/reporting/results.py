@@ -6,6 +6,10 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rtmm_protocol.testing.scenario import CaseKind, GatherScenario
 
 __all__ = [
     "FAILING_OUTCOMES",
@@ -39,7 +43,9 @@ FAILING_OUTCOMES = frozenset({Outcome.FAILED, Outcome.WARNING, Outcome.XFAILED})
 
 class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
     """A target did not meet a requirement: ``what`` in one line, ``expected`` and ``seen``
-    in detail, and ``repro``, ready-to-run Python for the smallest case that shows it."""
+    in detail, and ``repro``, ready-to-run Python for the smallest case that shows it;
+    ``case`` is that case as a scenario, where a scenario shows it (``realtime``: whether the
+    model it ran against was realtime, which is how its decode windows are read)."""
 
     def __init__(
         self,
@@ -49,23 +55,47 @@ class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
         seen: str | None = None,
         repro: str | None = None,
         context: str | None = None,
+        case: GatherScenario | None = None,
+        realtime: bool = False,
     ) -> None:
         self.what = what
         self.expected = expected
         self.seen = seen
         self.repro = repro
         self.context = context
+        self.case = case
+        self.realtime = realtime
         super().__init__(self.render())
 
+    @property
+    def case_kind(self) -> CaseKind | None:
+        """The sort of step the smallest case is (``GatherScenario.kind``), if known."""
+        return None if self.case is None else self.case.kind(self.realtime)
+
     def with_repro(self, repro: str, context: str | None = None) -> CheckFailure:
-        """The same failure, with a reproduction snippet (and where it happened)."""
-        return CheckFailure(
+        """The same failure, with a reproduction snippet (and where it happened), still
+        chained to the target's exception that caused it."""
+        context = context if context is not None else self.context
+        return self._copy(repro, context, self.case, self.realtime)
+
+    def with_case(self, case: GatherScenario, *, realtime: bool) -> CheckFailure:
+        """The same failure, shown by ``case`` (against a realtime model or not)."""
+        return self._copy(self.repro, self.context, case, realtime)
+
+    def _copy(
+        self, repro: str | None, context: str | None, case: GatherScenario | None, realtime: bool
+    ) -> CheckFailure:
+        failure = CheckFailure(
             self.what,
             expected=self.expected,
             seen=self.seen,
             repro=repro,
-            context=context if context is not None else self.context,
+            context=context,
+            case=case,
+            realtime=realtime,
         )
+        failure.__cause__ = self.__cause__
+        return failure
 
     def render(self) -> str:
         """The full message: what, expected, seen, context and reproduction."""
@@ -76,6 +106,8 @@ class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
             lines.append(f"seen:     {self.seen}")
         if self.context:
             lines.append(self.context)
+        if self.case is not None:
+            lines.append(f"smallest case: {self.case.describe(self.realtime)}")
         if self.repro:
             lines.append("smallest case, as ready-to-run Python:")
             lines.extend("    " + line for line in self.repro.splitlines())
