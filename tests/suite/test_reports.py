@@ -458,3 +458,19 @@ def test_the_rerun_command_carries_every_setting_that_is_not_the_default() -> No
     assert report.rerun_command(failed) == (
         f"pytest --conformance=t:f --conformance-dtype=float16 'rtmm-conformance::{label}'"
     )
+
+
+def test_an_engine_in_site_packages_is_the_target_and_the_adapters_are_the_suites() -> None:
+    """In a virtual environment the standard library's folder holds site-packages: an engine
+    installed there is still the target's code, and the standard library stays a library;
+    the engine adapters, which only translate types around a target, are the suite's."""
+    import os
+    import sysconfig
+
+    import rtmm_protocol.adapters.vllm.cache_view as adapter
+    from rtmm_protocol.conformance.reporting.frames import frame_kind
+
+    engine = os.path.join(sysconfig.get_paths()["purelib"], "some_engine", "state.py")
+    assert frame_kind(engine) == "target"
+    assert frame_kind(os.__file__) == "library"
+    assert frame_kind(adapter.__file__) == "suite"

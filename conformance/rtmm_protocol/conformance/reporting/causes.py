@@ -147,6 +147,10 @@ def cause_of_failure(
             keys.append(_case_key(failure.repro, mode))
         # One check failing the same way in each of its modes is one fault.
         keys.append(f"check:{check_id}:{failure.what}")
+        if failure.case is None and raised is None:
+            # Without a step or an error to place it, the same finding of the code the
+            # checks share (a life's buffer test, say) in several checks is one fault.
+            keys.append(f"finding:{failure.what}")
         sort = _sort_of_step(failure.case_kind)
         if sort is not None:
             # Checks whose smallest cases need the same sort of step see the same fault.

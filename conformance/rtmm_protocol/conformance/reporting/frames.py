@@ -28,7 +28,7 @@ Frame = tuple[str, int, str]
 
 
 @lru_cache(maxsize=1)
-def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _roots() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     import _pytest
     import hypothesis
     import numpy
@@ -36,15 +36,21 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
     import pytest
     import torch
 
-    # The suite and its testing helpers (toy models, instrumented cache) are never "target".
+    # The suite, its testing helpers (toy models, instrumented cache) and the engine
+    # adapters (which translate types around a target) are never "target".
+    package = os.path.dirname(rtmm_protocol.testing.__file__)
     suite = [
         os.path.dirname(os.path.dirname(__file__)),
-        os.path.dirname(rtmm_protocol.testing.__file__),
+        package,
+        os.path.join(os.path.dirname(package), "adapters"),
     ]
     modules = (torch, numpy, hypothesis, pluggy, _pytest, pytest)
     libraries = [os.path.dirname(m.__file__ or "") for m in modules]
-    libraries += [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")]
-    return _prefixes(suite), _prefixes(libraries)
+    paths = sysconfig.get_paths()
+    # In a virtual environment the standard library's folder can hold site-packages.
+    stdlib = [paths[key] for key in ("stdlib", "platstdlib")]
+    site = [paths[key] for key in ("purelib", "platlib")]
+    return _prefixes(suite), _prefixes(libraries), _prefixes(stdlib), _prefixes(site)
 
 
 def _prefixes(folders: list[str]) -> tuple[str, ...]:
@@ -55,11 +61,14 @@ def _prefixes(folders: list[str]) -> tuple[str, ...]:
 
 
 def frame_kind(filename: str) -> Literal["suite", "library", "target"]:
-    """Whether a frame's file is the suite's, a library's (torch, numpy...) or the target's."""
-    suite, libraries = _roots()
+    """Whether a frame's file is the suite's, a library's (torch, numpy, the standard
+    library...) or the target's (an engine installed in site-packages included)."""
+    suite, libraries, stdlib, site = _roots()
     if filename.startswith(suite) or os.path.realpath(filename).startswith(suite):
         return "suite"
     if filename.startswith("<") or filename.startswith(libraries):
+        return "library"
+    if filename.startswith(stdlib) and not filename.startswith(site):
         return "library"
     return "target"
 
