@@ -232,11 +232,14 @@ _CHECK_MODULES = {
         "cases",
     )
 }
-#: Lines the harness may not grow beyond: it is 4,172 (from 4,767 before it was grouped
+#: Lines the harness may not grow beyond: it is 4,647 (from 4,767 before it was grouped
 #: by concern and trimmed, and 4,125 before its forwarders and duplicate defaults went;
-#: 4,089 before the switch of Hypothesis's local constants, 61 lines, the Hypothesis
-#: version in the report and the dtype in rerun commands), above the 3,500 it aims for.
-HARNESS_BUDGET = 4_172
+#: 4,089 before the switch of Hypothesis's local constants, the Hypothesis version in the
+#: report and the dtype in rerun commands; 4,172 before the two profiles and what fails
+#: the run, the target's own frame and exception carried as fields, the smallest case in
+#: words and its kind as a cause key, and CUDA errors ending a worker), above the 3,500 it
+#: aims for.
+HARNESS_BUDGET = 4_647
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause.
 REFERENCE_BUDGET = 1_200
 
