@@ -312,9 +312,9 @@ def test_the_engines_page_shows_a_real_run_of_a_subclass_with_a_bug_of_its_own()
     report = check_model_state("vllm:vllm_gallery:CopyingDummyState", device="cpu")
     assert report.summary_line() in page
     own = {
-        line.split()[2]
+        line.split()[3]
         for line in page.splitlines()
-        if line.split()[2:3] and "; own]" in line and line.split()[0] in ("D2", "G8", "C1", "C2")
+        if line.split()[3:4] and "; own]" in line and line.split()[0] in ("D2", "G8", "C1", "C2")
     }
     seen = {r.check_id for r in report.results if r.origin == "own"}
     assert (
