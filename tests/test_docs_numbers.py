@@ -77,6 +77,11 @@ class ShownRun:
 
 SHOWN_RUNS = (
     ShownRun(
+        "docs/specification.md",
+        "pytest --conformance",
+        "rtmm_protocol.conformance:reference_model_state",
+    ),
+    ShownRun(
         "docs/tutorial.md",
         "pytest --conformance=my_engine_factory:make_state",
         "my_engine_factory:make_state",
