@@ -248,10 +248,12 @@ def test_an_encoder_runner_is_checked_at_the_runner_level() -> None:
 
 @needs_vllm
 def test_vllms_deviations_show_through_the_adapter() -> None:
-    """The adapter corrects nothing: vLLM's guard and its text-only state still fail."""
+    """The adapter corrects nothing: vLLM's guard and its text-only state still show their
+    robustness gaps (warnings, SHOULD), while its realtime class flag is read right."""
     outcomes = _outcomes(load_target(DEFAULT_STATE).factory, ["T3", "D1", "D2"])
-    assert outcomes["T3-realtime-guard-semantics"] == {Outcome.FAILED}
-    assert Outcome.FAILED in outcomes["D1-text-only-returns-none"]
+    assert outcomes["T3-realtime-guard-semantics"] == {Outcome.WARNING}
+    assert outcomes["T3-realtime-class-flag"] == {Outcome.PASSED}
+    assert Outcome.WARNING in outcomes["D1-text-only-returns-none"]
     assert outcomes["D2-dummy-views-share-storage"] == {Outcome.PASSED}
 
 
@@ -267,7 +269,7 @@ def test_a_subclass_bug_fails_where_its_vllm_base_passes() -> None:
     assert (
         own["T3-realtime-guard-semantics"]
         == base["T3-realtime-guard-semantics"]
-        == {Outcome.FAILED}
+        == {Outcome.WARNING}
     )
 
 
