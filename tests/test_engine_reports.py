@@ -159,3 +159,15 @@ def test_the_pages_strict_summary_line_follows_from_the_committed_report() -> No
         f"0 failed (strict), {robustness['failed'] + robustness['warnings']} expected failures"
     )
     assert expected in page, expected
+
+
+def test_the_pages_cause_counts_are_the_committed_reports() -> None:
+    """The Engines page says how many causes each vLLM report numbers; a regenerated report
+    with other counts fails here until the page says so too."""
+    page = (HERE.parents[1] / "docs" / "engines.md").read_text(encoding="utf-8")
+    state = _committed("vllm-model-state.json")["summary"]["causes"]
+    runner = _committed("vllm-encoder-runner.json")["summary"]["causes"]
+    stated = (
+        f"reports number {state} causes for `DefaultModelState` and {runner} for `EncoderRunner`"
+    )
+    assert stated in " ".join(page.split()), stated
