@@ -88,10 +88,9 @@ class MMGatherPlan:
         storage = arena.storage
         shape = (self.num_rows, arena.hidden_size)
         block = self.num_rows >= _BLOCK_ROWS * len(pieces.outputs)
+        starts = None if block or not self.num_rows else self._arena_starts()
         if block:
             _check_outputs(pieces, arena)
-        elif self.num_rows:
-            starts = self._arena_starts()
         if out is None:
             out = torch.empty(shape, dtype=storage.dtype, device=storage.device)
         else:
@@ -108,6 +107,7 @@ class MMGatherPlan:
         # fills rows [before_k, before_k + count_k) of the result with rows row_start_k, ...
         # of its output, which its copy holds from arena row start_k + row_start_k on.
         check_out_disjoint(out, [storage])
+        assert starts is not None  # short pieces with rows: their arena copies were found
         index = starts + pieces.row_start
         if self.num_rows > len(pieces.outputs):  # pieces of several rows: expand them
             counts = pieces.row_end - pieces.row_start

@@ -127,7 +127,8 @@ def _plan_one_by_one(
             # G1, G4: position p lands at slot query_start_loc[i] + (p - s).
             slot = query_start_loc[i] + offset + lo - s
             mask[slot : slot + hi - lo] = True if q < 0 else flags[q + lo : q + hi]
-            found.append((feature, output, length if q < 0 else int(embed_rank[q + length]), *span))
+            embeds = length if q < 0 else int(embed_rank[q + length])
+            found.append((feature, output, embeds, span[0], span[1]))
     if stale:
         return stale
     features = [piece[0] for piece in found]
