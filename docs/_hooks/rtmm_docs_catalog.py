@@ -200,8 +200,8 @@ def render_catalog(checks: Sequence[CheckRow], clauses: Mapping[str, str]) -> st
             "",
             '<div class="rtmm-catalog" markdown>',
             "",
-            "| check | clause | profile | level | requirement |",
-            "| --- | --- | --- | --- | --- |",
+            "| check | clause | level | requirement |",
+            "| --- | --- | --- | --- |",
         ]
         for c in rows:
             clause_link = (
@@ -209,9 +209,9 @@ def render_catalog(checks: Sequence[CheckRow], clauses: Mapping[str, str]) -> st
             )
             targets = ", ".join(t.replace("_", " ") for t in c.targets)
             lines.append(
-                f'| <span id="{c.id}"></span>`{c.id}` | {clause_link} | {c.profile} '
-                f"| {_level_badge(c.level)} "
-                f"| {_cell(c.statement)}<br><small>since {c.since} · {targets}</small> |"
+                f'| <span id="{c.id}"></span>`{c.id}` | {clause_link} | {_level_badge(c.level)} '
+                f"| {_cell(c.statement)}<br><small>{c.profile} · since {c.since} · {targets}"
+                "</small> |"
             )
         lines += ["", "</div>", ""]
     return "\n".join(lines)
