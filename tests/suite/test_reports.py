@@ -474,3 +474,36 @@ def test_an_engine_in_site_packages_is_the_target_and_the_adapters_are_the_suite
     assert frame_kind(engine) == "target"
     assert frame_kind(os.__file__) == "library"
     assert frame_kind(adapter.__file__) == "suite"
+
+
+def test_what_fails_the_run_follows_fail_on() -> None:
+    """``own`` forgives failures inherited from the baseline, ``contract`` does not, and
+    neither fails on a robustness gap; ``all`` (strict) fails on everything."""
+    inherited = replace(
+        _result("G5-rows-match-mask", "realtime", Outcome.FAILED, "row"), origin="inherited"
+    )
+    gap = _result(D5.id, "realtime", Outcome.WARNING, "clamped")
+    passed = _result("G1-window-slots", "realtime", Outcome.PASSED)
+    for fail_on, fails in (("own", False), ("contract", True)):
+        report = _report([inherited, gap, passed], baseline="vllm:x:Y", fail_on=fail_on)
+        assert report.fails_run is fails, fail_on
+        assert not report.ok  # the contract does not hold, whoever is to blame
+    only_gap = _report([gap, passed], fail_on="contract")
+    assert only_gap.ok
+    assert not only_gap.fails_run
+    strict = _report([replace(gap, outcome=Outcome.FAILED), passed], fail_on="all", strict=True)
+    assert strict.fails_run
+    assert not strict.ok
+    data = strict.to_json()["summary"]
+    assert isinstance(data, dict)
+    assert data["fail_on"] == "all"
+    assert data["fails_run"] is True
+    assert data["profiles"]["robustness"]["failed"] == 1
+
+
+def test_settings_refuse_strict_with_another_fail_on() -> None:
+    with pytest.raises(ValueError, match="fail_on='own' contradicts"):
+        RunSettings(device=torch.device("cpu"), strict=True, fail_on="own")
+    assert RunSettings(device=torch.device("cpu"), fail_on="all").strict
+    assert RunSettings(device=torch.device("cpu")).fails_on(has_baseline=True) == "own"
+    assert RunSettings(device=torch.device("cpu")).fails_on(has_baseline=False) == "contract"
