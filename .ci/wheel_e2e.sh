@@ -80,7 +80,7 @@ say "pytest --conformance=acme_model_state.factory:make_state -n 2"
 "$VPYTEST" -p no:cacheprovider -n 2 --conformance=acme_model_state.factory:make_state \
     --conformance-report=report.json --junitxml=junit.xml | tee run.txt
 grep -q "^rtmm-protocol conformance suite" run.txt || fail "no conformance header"
-grep -Eq "^conformance: [0-9]+ passed, 0 failed \(MUST\)" run.txt || fail "no clean summary line"
+grep -Eq "^contract: [0-9]+ passed, 0 failed \(MUST\)" run.txt || fail "no clean summary line"
 "$VPY" - <<'PY'
 import json
 import xml.etree.ElementTree as ET
@@ -105,7 +105,7 @@ grep -Eq "^1 passed" rerun.txt || fail "the node ID did not select exactly one c
 say "a factory module in the invocation directory"
 "$VPYTEST" -p no:cacheprovider -q --conformance=local_factory:make_local_state -k "T1" \
     | tee local.txt
-grep -Eq "^conformance: [0-9]+ passed, 0 failed" local.txt || fail "local factory not importable"
+grep -Eq "^contract: [0-9]+ passed, 0 failed" local.txt || fail "local factory not importable"
 
 say "usage error for 'pytest --conformance tests/'"
 set +e

@@ -54,7 +54,7 @@ XDIST_SETTINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("default examples", ()),
     (f"`--conformance-examples={HEAVY_EXAMPLES}`", (f"--conformance-examples={HEAVY_EXAMPLES}",)),
 )
-_SUMMARY = re.compile(r"^conformance: .*$", re.M)
+_SUMMARY = re.compile(r"^contract: .*$", re.M)
 
 
 @dataclass
