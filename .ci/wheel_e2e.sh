@@ -22,9 +22,9 @@ WHEEL="$(ls "$WORK"/dist/rtmm_protocol-*.whl)"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 needed = [
-    "rtmm_protocol/conformance/plugin.py",
-    "rtmm_protocol/conformance/catalog.py",
-    "rtmm_protocol/conformance/checks/gather.py",
+    "rtmm_conformance/plugin.py",
+    "rtmm_conformance/catalog.py",
+    "rtmm_conformance/checks/gather.py",
     "rtmm_protocol/py.typed",
 ]
 missing = [n for n in needed if n not in names]
@@ -67,7 +67,7 @@ cd "$PROJECT"
 "$VPY" - "$REPO" <<'PY'
 import sys
 import acme_model_state
-import rtmm_protocol.conformance.plugin as plugin
+import rtmm_conformance.plugin as plugin
 
 repo = sys.argv[1]
 for module in (plugin, acme_model_state):

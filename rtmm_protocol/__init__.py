@@ -2,7 +2,7 @@
 
 The contract (data types, Protocols, the realtime guard) lives here; the reference
 implementation is in :mod:`rtmm_protocol.reference` and the conformance suite in
-:mod:`rtmm_protocol.conformance`.
+:mod:`rtmm_conformance`, a package of its own.
 
 The public names are imported on first use: pytest loads the suite's plugin in every run
 of every project that installs this package, and that must not cost a ``torch`` import
@@ -12,23 +12,9 @@ unless the suite is actually asked for.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING
 
 from rtmm_protocol._version import PROTOCOL_VERSION, __version__
-
-# The conformance suite's source lives in the repository's top-level ``conformance/``
-# folder as ``conformance/rtmm_protocol/conformance/``: a second portion of this package,
-# laid out so that mypy and pyright resolve ``rtmm_protocol.conformance`` from the source
-# (see pyproject.toml). A wheel merges the two portions into one folder. In a source
-# checkout or an editable install the checkout's portion is put right after this folder,
-# ahead of any other copy of the package ``extend_path`` finds on ``sys.path``.
-__path__ = __import__("pkgutil").extend_path(__path__, __name__)
-_SUITE_PORTION = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conformance", __name__
-)
-if os.path.isdir(os.path.join(_SUITE_PORTION, "conformance")):
-    __path__ = [__path__[0], _SUITE_PORTION, *(p for p in __path__[1:] if p != _SUITE_PORTION)]
 
 if TYPE_CHECKING:
     from rtmm_protocol.encoder_cache import EncoderCache

@@ -1,4 +1,4 @@
-"""Command line: ``python -m rtmm_protocol {typecheck,matrix} ...``."""
+"""Command line: ``python -m rtmm_protocol typecheck ...``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ _USAGE = """usage: python -m rtmm_protocol COMMAND [ARGS...]
 
 commands:
   typecheck MODULE:CLASS [...]   check statically that classes satisfy the Protocols
-  matrix REPORT.json [...]       merge conformance reports into one compliance matrix
 
 Run a command with --help for its options."""
 
@@ -26,9 +25,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return typecheck_main(rest)
     if command == "matrix":
-        from rtmm_protocol.conformance.reporting.matrix import main as matrix_main
-
-        return matrix_main(rest)
+        # The contract never imports the suite: the matrix belongs to it.
+        print(
+            "the matrix moved to the suite: python -m rtmm_conformance matrix ...", file=sys.stderr
+        )
+        return 2
     print(f"unknown command {command!r}\n\n{_USAGE}", file=sys.stderr)
     return 2
 

@@ -67,7 +67,7 @@ def test_the_layers_named_on_the_page_are_the_enforced_contracts() -> None:
     for package in (
         "rtmm_protocol.testing",
         "rtmm_protocol.reference",
-        "rtmm_protocol.conformance",
+        "rtmm_conformance",
     ):
         assert package in packages
         assert f"`{package}`" in page

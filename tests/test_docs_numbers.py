@@ -4,7 +4,7 @@
   a code block is either the output of the Python example just above it (which
   ``tests/test_docs.py`` runs and compares) or listed in :data:`SHOWN_RUNS` with the
   run that produces it; that run is made here, through the suite's public API
-  (:func:`~rtmm_protocol.conformance.check_model_state`), and its
+  (:func:`~rtmm_conformance.check_model_state`), and its
   ``summary_line()`` must be the line the page shows. A check added to the suite
   changes the counts, and this test then names every page to update.
 - The ``python -m rtmm_protocol typecheck`` outputs of the typing guide are rerun and
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from docs_pages import DOCS, REPO, CodeBlock, code_blocks
 
-from rtmm_protocol.conformance import ConformanceReport, check_model_state
+from rtmm_conformance import ConformanceReport, check_model_state
 from rtmm_protocol.typecheck import main as typecheck_main
 from rtmm_protocol.typecheck.cache import CACHE_DIR_ENV_VAR
 from rtmm_protocol.typecheck.static import find_pyright
@@ -79,7 +79,7 @@ SHOWN_RUNS = (
     ShownRun(
         "docs/specification.md",
         "pytest --conformance",
-        "rtmm_protocol.conformance:reference_model_state",
+        "rtmm_conformance:reference_model_state",
     ),
     ShownRun(
         "docs/tutorial.md",
@@ -100,7 +100,7 @@ SHOWN_RUNS = (
     ShownRun(
         "docs/tutorial.md",
         "python tests/measure_docs_timings.py xdist --rounds 3",
-        "rtmm_protocol.conformance:reference_model_state",
+        "rtmm_conformance:reference_model_state",
     ),
     ShownRun(
         "docs/write-your-own.md",

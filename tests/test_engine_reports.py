@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rtmm_protocol.conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED
+from rtmm_conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED
 
 HERE = Path(__file__).resolve().parent.parent / "examples" / "engine_reports"
 RENDER = HERE / "render.py"

@@ -46,7 +46,7 @@ def test_the_page_names_the_gpu_scripts_modes_and_the_tools_it_checks() -> None:
 
 
 def test_the_page_names_the_cuda_errors_that_end_a_worker() -> None:
-    from rtmm_protocol.conformance.running import verdict
+    from rtmm_conformance.running import verdict
 
     page = " ".join(PAGE.read_text().split())
     for text in verdict._CUDA_MESSAGES[:2]:  # the messages that make a RuntimeError one

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import sys
 import importlib.util
 import re
 import subprocess
@@ -16,13 +17,13 @@ from types import ModuleType
 
 import pytest
 
+import rtmm_conformance
 import rtmm_protocol
-import rtmm_protocol.conformance
 
 PACKAGE_DIR = Path(rtmm_protocol.__file__).resolve().parent
 #: The suite's folder: in a checkout the second portion of the package, under the
 #: top-level ``conformance/`` folder; in a wheel, inside the package folder.
-SUITE_DIR = Path(rtmm_protocol.conformance.__file__).resolve().parent
+SUITE_DIR = Path(rtmm_conformance.__file__).resolve().parent
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Modules that need what only some installs have (an engine, a type checker's internals).
 _OPTIONAL = ("rtmm_protocol.adapters",)
@@ -68,14 +69,17 @@ def test_code_and_docs_cite_clause_ids_not_section_numbers() -> None:
 
 
 def test_the_suite_is_imported_from_the_top_level_conformance_folder() -> None:
-    """In a checkout ``rtmm_protocol.conformance`` is the source under ``conformance/``."""
+    """In a checkout ``rtmm_conformance`` is the ordinary package under ``conformance/``."""
     if PACKAGE_DIR.parent != REPO_ROOT:
         pytest.skip("the package is installed, not run from this checkout")
-    assert REPO_ROOT / "conformance" / "rtmm_protocol" / "conformance" == SUITE_DIR
-    assert not (PACKAGE_DIR / "conformance").exists()
+    assert REPO_ROOT / "conformance" / "rtmm_conformance" == SUITE_DIR
+    assert not (PACKAGE_DIR / "conformance").is_dir()
     # Nothing under the top-level folder is importable as a top-level ``conformance``:
     # a user's own package of that name is never shadowed by this one.
     assert not (REPO_ROOT / "conformance" / "__init__.py").exists()
+
+
+_PROJECT_PACKAGES = ("rtmm_protocol", "rtmm_conformance")
 
 
 def _is_private(name: str) -> bool:
@@ -95,7 +99,7 @@ def _modules_under(folder: Path, package: str) -> dict[str, Path]:
 
 def _project_modules() -> dict[str, Path]:
     modules = _modules_under(PACKAGE_DIR, "rtmm_protocol")
-    modules.update(_modules_under(SUITE_DIR, "rtmm_protocol.conformance"))
+    modules.update(_modules_under(SUITE_DIR, "rtmm_conformance"))
     return modules
 
 
@@ -113,7 +117,7 @@ def _private_imports(modules: dict[str, Path]) -> list[str]:
                 if node.level:
                     above = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
                     base = f"{above}.{base}" if base else above
-                if base.split(".")[0] != "rtmm_protocol":
+                if base.split(".")[0] not in _PROJECT_PACKAGES:
                     continue
                 for alias in node.names:
                     if _is_private(alias.name) and base != name:
@@ -121,10 +125,11 @@ def _private_imports(modules: dict[str, Path]) -> list[str]:
                     bound[alias.asname or alias.name] = f"{base}.{alias.name}"
             elif isinstance(node, ast.Import):
                 for alias in node.names:
-                    if alias.name.split(".")[0] == "rtmm_protocol" and alias.asname:
+                    top = alias.name.split(".")[0]
+                    if top in _PROJECT_PACKAGES and alias.asname:
                         bound[alias.asname] = alias.name
-                    elif alias.name.split(".")[0] == "rtmm_protocol":
-                        bound["rtmm_protocol"] = "rtmm_protocol"
+                    elif top in _PROJECT_PACKAGES:
+                        bound[top] = top
         for node in ast.walk(tree):
             if not isinstance(node, ast.Attribute):
                 continue
@@ -192,10 +197,22 @@ def _base_exceptions(modules: Iterable[ModuleType]) -> list[str]:
     )
 
 
+#: The suite's import path before it became a package of its own.
+_OLD_SUITE = "rtmm_protocol.conformance"
+
+
+def test_the_old_import_path_names_the_new_one() -> None:
+    """Code written for the former layout fails at once, with the one-line change to make."""
+    for name in (_OLD_SUITE, f"{_OLD_SUITE}.plugin"):
+        with pytest.raises(ModuleNotFoundError, match=r"moved to the package rtmm_conformance"):
+            importlib.import_module(name)
+    assert _OLD_SUITE not in sys.modules
+
+
 def test_no_class_derives_from_base_exception_but_through_exception() -> None:
     """Control flow never uses a ``BaseException`` that is no ``Exception``: ``except
     Exception`` must see every error the package raises (KeyboardInterrupt alone goes up)."""
-    names = [n for n in _project_modules() if not n.endswith("__main__")]
+    names = [n for n in _project_modules() if not n.endswith("__main__") and n != _OLD_SUITE]
     modules = [importlib.import_module(n) for n in names if not n.startswith(_OPTIONAL)]
     assert len(modules) > 40
     assert _base_exceptions(modules) == []
@@ -250,7 +267,7 @@ def _lines(files: Iterable[Path], root: Path) -> dict[str, int]:
 
 
 def test_the_suite_harness_stays_within_its_line_budget() -> None:
-    """The harness is every ``.py`` file under ``conformance/rtmm_protocol/conformance/``
+    """The harness is every ``.py`` file under ``conformance/rtmm_conformance/``
     except the eight check-area modules and ``checks/cases.py``: the code every check runs
     through, kept small enough to read whole."""
     harness = [

@@ -18,6 +18,11 @@ from typing import Any
 import pytest
 import torch
 
+from rtmm_conformance import check_model_state
+from rtmm_conformance.driving.context import ContextParts, Mode, build_context
+from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.reporting.xfail import parse_xfail_file
+from rtmm_conformance.settings import RunSettings
 from rtmm_protocol.adapters.vllm import (
     SUPPORTED_RANGE,
     TESTED_VERSIONS,
@@ -29,11 +34,6 @@ from rtmm_protocol.adapters.vllm import (
     load_target,
 )
 from rtmm_protocol.adapters.vllm.class_spec import parse_class_spec
-from rtmm_protocol.conformance import check_model_state
-from rtmm_protocol.conformance.driving.context import ContextParts, Mode, build_context
-from rtmm_protocol.conformance.reporting.results import Outcome
-from rtmm_protocol.conformance.reporting.xfail import parse_xfail_file
-from rtmm_protocol.conformance.settings import RunSettings
 
 VLLM = installed_vllm_version()
 HAS_VLLM = importlib.util.find_spec("vllm") is not None and VLLM is not None
@@ -114,7 +114,7 @@ def test_importing_the_adapter_or_the_suite_imports_no_vllm() -> None:
     code = (
         "import sys\n"
         "import rtmm_protocol, rtmm_protocol.adapters.vllm\n"
-        "import rtmm_protocol.conformance.plugin, rtmm_protocol.conformance.api\n"
+        "import rtmm_conformance.plugin, rtmm_conformance.api\n"
         "loaded = [m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')]\n"
         "assert not loaded, loaded\n"
     )

@@ -20,10 +20,10 @@ from __future__ import annotations
 import pytest
 from test_vllm_adapter import DEFAULT_STATE, ENCODER_RUNNER, HAS_VLLM, needs_vllm
 
-from rtmm_protocol.conformance.api import check_model_state
-from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
-from rtmm_protocol.conformance.reporting.report import ConformanceReport
-from rtmm_protocol.conformance.reporting.results import Outcome
+from rtmm_conformance.api import check_model_state
+from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID
+from rtmm_conformance.reporting.report import ConformanceReport
+from rtmm_conformance.reporting.results import Outcome
 
 if HAS_VLLM:
     from vllm_gallery import GALLERY

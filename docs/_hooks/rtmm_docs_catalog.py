@@ -1,9 +1,9 @@
 """Read the conformance suite's check registry and render it for the docs (stdlib only).
 
-The catalog is ``conformance/rtmm_protocol/conformance/catalog.py``: it reads every
+The catalog is ``conformance/rtmm_conformance/catalog.py``: it reads every
 check's ID, level and statement from the check's decorator in ``checks/`` with ``ast``
 and imports only the standard library. It is loaded by file path, not imported as
-``rtmm_protocol.conformance.catalog``, because importing the package would import torch
+``rtmm_conformance.catalog``, because importing the package would import torch
 and the docs build must not need it. The build hook
 (``check_catalog.py``) and the docs tests both use the functions here.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CATALOG_PATH = REPO_ROOT / "conformance" / "rtmm_protocol" / "conformance" / "catalog.py"
+CATALOG_PATH = REPO_ROOT / "conformance" / "rtmm_conformance" / "catalog.py"
 SPEC_PAGE = REPO_ROOT / "docs" / "specification.md"
 
 #: Where the full catalog table goes (on the check catalog page).

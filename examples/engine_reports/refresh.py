@@ -26,8 +26,8 @@ REPORTS = HERE / "reports"
 
 #: Report file -> the target spec the suite runs (``--conformance=SPEC``).
 RUNS = {
-    "reference-model-state.json": "rtmm_protocol.conformance.targets:reference_model_state",
-    "reference-gatherer.json": "rtmm_protocol.conformance.targets:reference_gatherer",
+    "reference-model-state.json": "rtmm_conformance.targets:reference_model_state",
+    "reference-gatherer.json": "rtmm_conformance.targets:reference_gatherer",
     "vllm-encoder-runner.json": "vllm:vllm.v1.worker.gpu.mm.encoder_runner:EncoderRunner",
     "vllm-model-state.json": "vllm:vllm.v1.worker.gpu.model_states.default:DefaultModelState",
 }
@@ -38,7 +38,7 @@ def main() -> int:
     sys.path.insert(0, str(HERE))
     from compare import strip_machine_paths
 
-    from rtmm_protocol.conformance import check_model_state
+    from rtmm_conformance import check_model_state
 
     REPORTS.mkdir(exist_ok=True)
     for name, spec in RUNS.items():

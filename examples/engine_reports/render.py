@@ -3,7 +3,7 @@
 ``reports/*.json`` are the JSON reports of the conformance suite (run without a
 known-gaps file, so every deviation shows as a failure) for the bundled reference and
 for vLLM 0.33.0 at both levels. From them this script writes ``matrix.md`` (with
-``python -m rtmm_protocol matrix``) and ``causes.md`` (every check that did not pass,
+``python -m rtmm_conformance matrix``) and ``causes.md`` (every check that did not pass,
 grouped by the cause the report gives: its ``cause`` field where the report has one,
 else the error text the check saw). The docs page includes both files.
 
@@ -52,12 +52,12 @@ TARGETS = (
     Target(
         "reference",
         "reference-model-state.json",
-        "rtmm_protocol.conformance.targets:reference_model_state",
+        "rtmm_conformance.targets:reference_model_state",
     ),
     Target(
         "reference runner",
         "reference-gatherer.json",
-        "rtmm_protocol.conformance.targets:reference_gatherer",
+        "rtmm_conformance.targets:reference_gatherer",
     ),
     Target(
         "vLLM 0.33.0 runner",
@@ -82,8 +82,8 @@ def _matrix_arguments() -> list[str]:
 
 
 def render_matrix() -> str:
-    """The matrix as ``python -m rtmm_protocol matrix`` writes it."""
-    from rtmm_protocol.conformance.reporting.matrix import load_column, render_markdown
+    """The matrix as ``python -m rtmm_conformance matrix`` writes it."""
+    from rtmm_conformance.reporting.matrix import load_column, render_markdown
 
     return render_markdown([load_column(argument) for argument in _matrix_arguments()])
 

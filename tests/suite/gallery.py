@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rtmm_conformance import ConformanceContext
 from rtmm_protocol import EncoderOutputMissingError, MultiModalFeature
-from rtmm_protocol.conformance import ConformanceContext
 from rtmm_protocol.protocols import InputBatch, MultiModalModel
 from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
 from rtmm_protocol.types import IntArray

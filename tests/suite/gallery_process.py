@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from suite.gallery import BrokenTarget
 
-from rtmm_protocol.conformance import ConformanceContext
+from rtmm_conformance import ConformanceContext
 from rtmm_protocol.protocols import InputBatch
 from rtmm_protocol.reference import ReferenceModelState
 

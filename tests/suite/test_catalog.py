@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rtmm_protocol.conformance.catalog import (
+from rtmm_conformance.catalog import (
     AREAS,
     CHECKS,
     CHECKS_BY_ID,
@@ -21,14 +21,10 @@ from rtmm_protocol.conformance.catalog import (
     spec_anchor,
     version_key,
 )
-from rtmm_protocol.conformance.checks.all_checks import implementations
+from rtmm_conformance.checks.all_checks import implementations
 
 CATALOG_FILE = (
-    Path(__file__).resolve().parents[2]
-    / "conformance"
-    / "rtmm_protocol"
-    / "conformance"
-    / "catalog.py"
+    Path(__file__).resolve().parents[2] / "conformance" / "rtmm_conformance" / "catalog.py"
 )
 
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 from suite.gallery_process import CUDA_ASSERT, cuda_error_state
 
-from rtmm_protocol.conformance.api import check_model_state
-from rtmm_protocol.conformance.reporting.results import Outcome
-from rtmm_protocol.conformance.running.verdict import cuda_error_in
-from rtmm_protocol.conformance.running.workers import InProcess, WorkerProcess, retire_worker
+from rtmm_conformance.api import check_model_state
+from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.running.verdict import cuda_error_in
+from rtmm_conformance.running.workers import InProcess, WorkerProcess, retire_worker
 
 #: Checks in the order the runner plans them, each in two modes: D5 meets the CUDA error
 #: in each, D1 and E1 do not (E1 calls the gather only).

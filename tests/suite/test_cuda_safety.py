@@ -139,11 +139,11 @@ def test_a_run_from_the_repository_root_never_initialises_cuda_in_the_pytest_pro
 def test_check_model_state_never_initialises_cuda_in_the_calling_process(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
-        from rtmm_protocol.conformance import check_model_state
+        from rtmm_conformance import check_model_state
 
         if __name__ == "__main__":
             report = check_model_state(
-                "rtmm_protocol.conformance.targets:reference_model_state", examples=0
+                "rtmm_conformance.targets:reference_model_state", examples=0
             )
             print(report.summary_line())
         """
@@ -155,12 +155,12 @@ def test_check_model_state_never_initialises_cuda_in_the_calling_process(tmp_pat
 
 
 def test_the_command_line_never_initialises_cuda(tmp_path: Path) -> None:
-    from rtmm_protocol.conformance import check_model_state
+    from rtmm_conformance import check_model_state
 
     check_model_state(
-        "rtmm_protocol.conformance.targets:reference_gatherer", device="cpu", examples=0
+        "rtmm_conformance.targets:reference_gatherer", device="cpu", examples=0
     ).write_json(tmp_path / "report.json")
-    pid, events, _ = _run_spied(tmp_path, "-m", "rtmm_protocol", "matrix", "report.json")
+    pid, events, _ = _run_spied(tmp_path, "-m", "rtmm_conformance", "matrix", "report.json")
     assert _cuda_calls(events, pid) == []
     if not Path(sys.executable).with_name("mypy").exists():
         pytest.skip("typecheck needs mypy (the typecheck extra)")

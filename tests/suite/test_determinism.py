@@ -27,7 +27,7 @@ import pytest
 from hypothesis import Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from rtmm_protocol.conformance.driving.hypothesis_local_constants import (
+from rtmm_conformance.driving.hypothesis_local_constants import (
     has_local_constants,
     without_local_constants,
 )
@@ -118,7 +118,7 @@ def _run(root: Path, name: str, variant: Variant) -> dict[str, Any]:
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr  # the target fails
     where = subprocess.run(
-        [sys.executable, "-c", "import rtmm_protocol.conformance as c; print(c.__file__)"],
+        [sys.executable, "-c", "import rtmm_conformance as c; print(c.__file__)"],
         cwd=folder, env=environment, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     data: dict[str, Any] = json.loads(report.read_text("utf-8"))

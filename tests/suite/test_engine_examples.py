@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rtmm_conformance import check_model_state
+from rtmm_conformance.reporting.results import Outcome
 from rtmm_protocol.adapters.vllm import TESTED_VERSIONS, installed_vllm_version, load_target
-from rtmm_protocol.conformance import check_model_state
-from rtmm_protocol.conformance.reporting.results import Outcome
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 VLLM = installed_vllm_version()

@@ -16,10 +16,10 @@ import torch
 from suite.gallery import GALLERY, KIND_GALLERY, BrokenTarget, gatherer, model_state, untamper
 from support.extras import validate_when_possible
 
-from rtmm_protocol.conformance.api import check_model_state
-from rtmm_protocol.conformance.catalog import CHECKS, CHECKS_BY_ID
-from rtmm_protocol.conformance.checks.all_checks import implementations
-from rtmm_protocol.conformance.reporting.results import Outcome
+from rtmm_conformance.api import check_model_state
+from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID
+from rtmm_conformance.checks.all_checks import implementations
+from rtmm_conformance.reporting.results import Outcome
 
 
 @pytest.fixture(autouse=True)

@@ -13,10 +13,10 @@ from suite.gallery import BrokenTarget
 from suite.gallery_process import PROCESS_GALLERY
 from support.extras import validate_when_possible
 
-from rtmm_protocol.conformance.api import check_model_state
-from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
-from rtmm_protocol.conformance.checks.all_checks import implementations
-from rtmm_protocol.conformance.reporting.results import Outcome
+from rtmm_conformance.api import check_model_state
+from rtmm_conformance.catalog import CHECKS_BY_ID
+from rtmm_conformance.checks.all_checks import implementations
+from rtmm_conformance.reporting.results import Outcome
 
 #: The hang limit of these runs: short, so that a hang costs little, once.
 TIMEOUT_S = 3.0

@@ -22,7 +22,7 @@ import os
 import signal
 import time
 
-from rtmm_protocol.conformance import reference_model_state
+from rtmm_conformance import reference_model_state
 from rtmm_protocol.reference import ReferenceModelState
 
 
@@ -110,8 +110,8 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "check_plain.py").write_text(
         "import sys\n\n"
         "def test_plugin_imported_nothing_heavy():\n"
-        "    assert 'rtmm_protocol.conformance.running.runner' not in sys.modules\n"
-        "    assert 'rtmm_protocol.conformance.api' not in sys.modules\n"
+        "    assert 'rtmm_conformance.running.runner' not in sys.modules\n"
+        "    assert 'rtmm_conformance.api' not in sys.modules\n"
     )
     return tmp_path
 

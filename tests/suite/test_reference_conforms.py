@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rtmm_protocol.conformance.api import check_model_state
-from rtmm_protocol.conformance.catalog import CHECKS
-from rtmm_protocol.conformance.reporting.results import Outcome
+from rtmm_conformance.api import check_model_state
+from rtmm_conformance.catalog import CHECKS
+from rtmm_conformance.reporting.results import Outcome
 
 _CUDA_ONLY = {"D4-dummy-no-allocation", "R4-cuda-graph-replay-matches-eager"}
 
 TARGETS = {
-    "reference-state": "rtmm_protocol.conformance.targets:reference_model_state",
-    "reference-gatherer": "rtmm_protocol.conformance.targets:reference_gatherer",
+    "reference-state": "rtmm_conformance.targets:reference_model_state",
+    "reference-gatherer": "rtmm_conformance.targets:reference_gatherer",
 }
 
 

@@ -12,33 +12,33 @@ import torch
 from suite.gallery import FaultyGatherer, gatherer
 from support.extras import JSONSCHEMA_MISSING, needs_jsonschema, validate_when_possible
 
-from rtmm_protocol.conformance.api import (
+from rtmm_conformance.api import (
     check_model_state,
     known_versions,
     replay,
     settings_summary,
 )
-from rtmm_protocol.conformance.catalog import CHECKS_BY_ID
-from rtmm_protocol.conformance.checks import cases
-from rtmm_protocol.conformance.checks.all_checks import implementations
-from rtmm_protocol.conformance.driving.factories import Target
-from rtmm_protocol.conformance.driving.gather_call import describe_error
-from rtmm_protocol.conformance.reporting.causes import cause_of_failure
-from rtmm_protocol.conformance.reporting.matrix import main as matrix_main
-from rtmm_protocol.conformance.reporting.report import (
+from rtmm_conformance.catalog import CHECKS_BY_ID
+from rtmm_conformance.checks import cases
+from rtmm_conformance.checks.all_checks import implementations
+from rtmm_conformance.driving.factories import Target
+from rtmm_conformance.driving.gather_call import describe_error
+from rtmm_conformance.reporting.causes import cause_of_failure
+from rtmm_conformance.reporting.matrix import main as matrix_main
+from rtmm_conformance.reporting.report import (
     REPORT_SCHEMA,
     ConformanceReport,
     aggregate,
     rerun_command,
 )
-from rtmm_protocol.conformance.reporting.results import CheckFailure, CheckResult, Outcome
-from rtmm_protocol.conformance.reporting.schema import report_schema, validate_report
-from rtmm_protocol.conformance.reporting.xfail import parse_xfail_text
-from rtmm_protocol.conformance.running.runner import SuiteRunner, judge
-from rtmm_protocol.conformance.running.verdict import Probe, environment_info
-from rtmm_protocol.conformance.running.workers import InProcess
-from rtmm_protocol.conformance.settings import RunSettings
-from rtmm_protocol.conformance.targets import reference_model_state
+from rtmm_conformance.reporting.results import CheckFailure, CheckResult, Outcome
+from rtmm_conformance.reporting.schema import report_schema, validate_report
+from rtmm_conformance.reporting.xfail import parse_xfail_text
+from rtmm_conformance.running.runner import SuiteRunner, judge
+from rtmm_conformance.running.verdict import Probe, environment_info
+from rtmm_conformance.running.workers import InProcess
+from rtmm_conformance.settings import RunSettings
+from rtmm_conformance.targets import reference_model_state
 from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 
 G5 = CHECKS_BY_ID["G5-rows-match-mask"]
@@ -468,7 +468,7 @@ def test_an_engine_in_site_packages_is_the_target_and_the_adapters_are_the_suite
     import sysconfig
 
     import rtmm_protocol.adapters.vllm.cache_view as adapter
-    from rtmm_protocol.conformance.reporting.frames import frame_kind
+    from rtmm_conformance.reporting.frames import frame_kind
 
     engine = os.path.join(sysconfig.get_paths()["purelib"], "some_engine", "state.py")
     assert frame_kind(engine) == "target"

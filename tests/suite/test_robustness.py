@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from rtmm_protocol.conformance import ConformanceContext, ModeNotSupported
-from rtmm_protocol.conformance.api import check_model_state
-from rtmm_protocol.conformance.reporting.report import ConformanceReport
-from rtmm_protocol.conformance.reporting.results import Outcome
-from rtmm_protocol.conformance.targets import reference_model_state
+from rtmm_conformance import ConformanceContext, ModeNotSupported
+from rtmm_conformance.api import check_model_state
+from rtmm_conformance.reporting.report import ConformanceReport
+from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.targets import reference_model_state
 from rtmm_protocol.reference import ReferenceModelState
 
 
@@ -271,7 +271,7 @@ def test_patches_a_target_makes_to_torch_and_numpy_end_with_its_check(isolation:
 
 
 def test_module_attributes_restore_changed_and_added_names() -> None:
-    from rtmm_protocol.conformance.running.verdict import ModuleAttributes
+    from rtmm_conformance.running.verdict import ModuleAttributes
 
     snapshot = ModuleAttributes.of_torch_and_numpy()
     original = torch.allclose

@@ -49,7 +49,7 @@ def stale_output(ctx):
 _RUN = """
 import json, sys
 import hypothesis
-from rtmm_protocol.conformance import check_model_state
+from rtmm_conformance import check_model_state
 
 if __name__ == "__main__":
     report = check_model_state(sys.argv[1], device="cpu", examples=30, checks=[sys.argv[2]])
@@ -134,7 +134,7 @@ def test_a_hand_written_life_leaves_out_a_step_whose_precondition_fails() -> Non
     out, as Hypothesis leaves it out, instead of crashing in the suite's own code."""
     from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-    from rtmm_protocol.conformance.checks.stateful import _run_script, when
+    from rtmm_conformance.checks.stateful import _run_script, when
 
     calls: list[str] = []
 

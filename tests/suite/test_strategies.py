@@ -85,7 +85,7 @@ def test_mixed_steps_include_every_request_decoding_and_every_request_in_its_pro
 
 def test_contract_checks_hand_placed_cases_are_in_the_domain() -> None:
     """Only robustness checks place a request without scheduled tokens by hand."""
-    from rtmm_protocol.conformance.checks import cases
+    from rtmm_conformance.checks import cases
 
     for name in cases.__all__:
         if name == "ZERO_SCHEDULED_CASES":

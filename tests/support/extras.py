@@ -46,20 +46,20 @@ needs_xdist = pytest.mark.skipif(
 
 
 def conformance_plugin_args() -> list[str]:
-    """``-p rtmm_protocol.conformance.plugin`` where the plugin is not installed as pytest's
+    """``-p rtmm_conformance.plugin`` where the plugin is not installed as pytest's
     entry point (a bare checkout on ``PYTHONPATH``), else nothing: loading it both ways
     is an error."""
     installed = any(
         entry.name == "rtmm_conformance"
         for entry in importlib.metadata.entry_points(group="pytest11")
     )
-    return [] if installed else ["-p", "rtmm_protocol.conformance.plugin"]
+    return [] if installed else ["-p", "rtmm_conformance.plugin"]
 
 
 def validate_when_possible(data: object) -> None:
     """Validate a report against the schema where jsonschema is installed, else nothing:
     for tests whose subject is something else (the schema's own tests skip without it)."""
     if HAS_JSONSCHEMA:
-        from rtmm_protocol.conformance.reporting.schema import validate_report
+        from rtmm_conformance.reporting.schema import validate_report
 
         validate_report(data)

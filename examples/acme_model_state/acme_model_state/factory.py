@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acme_model_state.state import AcmeModelState
-from rtmm_protocol.conformance import ConformanceContext
+from rtmm_conformance import ConformanceContext
 
 __all__ = ["make_state"]
 

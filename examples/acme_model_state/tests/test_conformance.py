@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from acme_model_state import make_state
 
-from rtmm_protocol.conformance import parametrize_with_checks
+from rtmm_conformance import parametrize_with_checks
 
 
 @parametrize_with_checks(make_state, device="cpu", examples=10)

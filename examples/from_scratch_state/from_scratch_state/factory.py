@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from from_scratch_state.state import ScratchModelState
+from rtmm_conformance import ConformanceContext
 from rtmm_protocol import ModelState
-from rtmm_protocol.conformance import ConformanceContext
 
 __all__ = ["make_state"]
 

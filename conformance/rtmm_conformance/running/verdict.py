@@ -1,0 +1,307 @@
+"""What runs where the checks run (a worker process, or this one): learning the device and
+the target's kind, and one check turned into a :class:`~..reporting.results.CheckResult`."""
+
+from __future__ import annotations
+
+import platform
+import time
+import traceback
+import types
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import hypothesis
+import numpy
+import torch
+import torch.nn.functional
+
+from rtmm_conformance.catalog import CLAUSES, CheckInfo, TargetKind, spec_anchor
+from rtmm_conformance.checks.all_checks import implementations
+from rtmm_conformance.driving.check_run import CheckRun
+from rtmm_conformance.driving.context import Factory, Mode, ModeNotSupported, build_context
+from rtmm_conformance.driving.factories import detect_kind
+from rtmm_conformance.driving.gather_call import describe_error
+from rtmm_conformance.reporting.causes import CauseKeys, cause_of_failure
+from rtmm_conformance.reporting.results import (
+    CheckFailure,
+    CheckResult,
+    CheckSkipped,
+    Outcome,
+)
+from rtmm_conformance.running.hangs import Hang, HangGuard
+from rtmm_conformance.running.workers import retire_worker
+from rtmm_conformance.settings import RunSettings
+from rtmm_protocol._version import PROTOCOL_VERSION, __version__
+from rtmm_protocol.compat import is_legacy_gatherer
+
+__all__ = [
+    "DeviceChoice",
+    "ModuleAttributes",
+    "Probe",
+    "cuda_error_in",
+    "environment_info",
+    "failed",
+    "probe_target",
+    "resolve_device",
+    "run_check",
+]
+
+
+def environment_info(device: torch.device, *, name_device: bool = False) -> dict[str, str]:
+    """Package, protocol, torch, Hypothesis, CUDA (torch's build) and Python versions, and
+    the device. The Hypothesis version is part of what a seed means: another version draws
+    other examples from the same seed. ``name_device`` adds a CUDA device's name, which
+    initialises CUDA: only a worker may."""
+    named = name_device and device.type == "cuda"
+    return {
+        "rtmm_protocol": __version__,
+        "protocol": PROTOCOL_VERSION,
+        "torch": torch.__version__,
+        "hypothesis": hypothesis.__version__,
+        "cuda": torch.version.cuda or "none",
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "device": f"{device} ({torch.cuda.get_device_name(device)})" if named else str(device),
+    }
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The device the run uses, the versions seen there, or why the asked-for one is missing."""
+
+    device: torch.device
+    environment: dict[str, str]
+    problem: str = ""
+
+
+def resolve_device(settings: RunSettings) -> DeviceChoice:
+    """The run's device: CUDA where available for a default, else what was asked for."""
+    available = torch.cuda.is_available()
+    device = settings.device
+    if settings.device_is_default:
+        device = torch.device("cuda" if available else "cpu")
+    elif device.type == "cuda" and not available:
+        return DeviceChoice(
+            device,
+            environment_info(device),
+            f"device {device} was asked for, but torch {torch.__version__} sees no CUDA device "
+            "here (run on a machine with one, or leave --conformance-device unset)",
+        )
+    return DeviceChoice(device, environment_info(device, name_device=True))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What building the target once told: its kind (or why not), and whether it is a
+    gatherer from before the ``num_computed_tokens`` rename (T2)."""
+
+    kind: TargetKind | None
+    note: str
+    legacy: bool = False
+
+
+def probe_target(factory: Factory, settings: RunSettings) -> Probe:
+    """Build the target once (non-realtime, else realtime) to learn which kind it is;
+    whatever the factory does is caught, so that the checks can say what is wrong."""
+    notes = []
+    modes: tuple[Mode, ...] = ("non-realtime", "realtime")
+    for mode in modes:
+        ctx = build_context(mode, settings).ctx
+        try:
+            target = factory(ctx)
+        except ModeNotSupported as refusal:
+            notes.append(f"{mode}: {refusal.reason}")
+            continue
+        except BaseException as error:  # reported, then the checks say the rest
+            if cuda_error_in(error) is not None:
+                retire_worker("the factory raised a CUDA error")
+            return Probe(None, f"the factory raised {describe_error(error)}")
+        kind = detect_kind(target)
+        if kind is None:
+            return Probe(
+                None, f"the factory returned a {type(target).__name__}, which is neither kind"
+            )
+        return Probe(kind, "", legacy=is_legacy_gatherer(target))
+    return Probe(None, "the factory refused every mode (" + "; ".join(notes) + ")")
+
+
+def run_check(
+    factory: Factory,
+    factory_spec: str,
+    settings: RunSettings,
+    kind: TargetKind,
+    check_id: str,
+    mode: Mode | None,
+    hangs: Sequence[Hang],
+    contained: bool,
+) -> CheckResult:
+    """Run one check in one mode and say how it ended, undoing the target's patches to torch
+    and numpy. ``contained``: in a worker (deaf to Ctrl-C), an interrupt is the target's."""
+    impl = implementations()[check_id]
+    guard = HangGuard(hangs)
+    run = CheckRun(
+        check_id=check_id,
+        factory=guard.guarded(factory),
+        factory_spec=factory_spec,
+        settings=settings,
+        mode=mode,
+        kind=kind,
+    )
+    patched = ModuleAttributes.of_torch_and_numpy()
+    default_dtype = torch.get_default_dtype()
+    start = time.perf_counter()
+    cuda_error: BaseException | str | None = None
+    try:
+        impl.run(run)
+    except CheckFailure as failure:
+        keys = cause_of_failure(check_id, mode, failure, failure.what)
+        result = failed(impl.info, mode, settings.seed, failure.what, failure.render(), keys)
+        result = replace(result, replay=failure.repro or "")
+        cuda_error = cuda_error_in(failure)
+    except CheckSkipped as skip:
+        result = CheckResult(check_id, mode, Outcome.SKIPPED, skip.reason)
+    except BaseException as error:  # a target that escaped the check's own handling
+        if isinstance(error, KeyboardInterrupt) and not contained:
+            raise
+        reason = f"unexpected {describe_error(error)}"
+        trace = "".join(traceback.format_exception(error))
+        keys = cause_of_failure(check_id, mode, error, reason)
+        result = failed(impl.info, mode, settings.seed, reason, trace, keys)
+        cuda_error = cuda_error_in(error)
+    else:
+        result = CheckResult(check_id, mode, Outcome.PASSED)
+    finally:
+        torch.set_default_dtype(default_dtype)  # a target may have changed it
+        patched.restore()
+    left = _cuda_error_left()  # kernels run asynchronously: their errors show at a sync
+    if cuda_error is None and left is not None:
+        # The check did not see it (or passed): the CUDA error is the cause, not what it saw.
+        reason = f"the target left a CUDA error: {describe_error(left)}"
+        trace = "".join(traceback.format_exception(left))
+        keys = cause_of_failure(check_id, mode, left, reason)
+        result = failed(impl.info, mode, settings.seed, reason, trace, keys)
+        cuda_error = left
+    if cuda_error is not None:
+        return replace(_after_cuda_error(result, contained), duration_s=time.perf_counter() - start)
+    if guard.hit is not None:  # the check met a hung entry point: it was not judged
+        return CheckResult(check_id, mode, Outcome.BLOCKED, guard.hit.reason())
+    return replace(result, duration_s=time.perf_counter() - start)
+
+
+#: Messages of torch's errors from CUDA (the types below are missing from older torch).
+_CUDA_MESSAGES = ("CUDA error", "device-side assert", "AcceleratorError", "CudaError")
+
+
+def _is_cuda_error(error: BaseException) -> bool:
+    types_ = tuple(
+        t
+        for t in (getattr(torch, "AcceleratorError", None), getattr(torch.cuda, "CudaError", None))
+        if isinstance(t, type)
+    )
+    if isinstance(error, types_):
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error) for m in _CUDA_MESSAGES[:2])
+
+
+def cuda_error_in(error: BaseException) -> BaseException | str | None:
+    """The CUDA error among ``error``, its causes, contexts and grouped errors, or (for a
+    :class:`CheckFailure` that only describes the target's error) that description; None
+    when there is none. Such an error leaves the process's CUDA context unusable."""
+    todo, seen = [error], set()
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if _is_cuda_error(current):
+            return current
+        if isinstance(current, CheckFailure) and any(
+            m in (current.seen or "") for m in _CUDA_MESSAGES
+        ):
+            return current.seen
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        todo.extend(e for e in getattr(current, "exceptions", ()) if isinstance(e, BaseException))
+    return None
+
+
+def _cuda_error_left() -> BaseException | None:
+    """The CUDA error a synchronisation raises in this process (None: no CUDA in use, or
+    its context is sound)."""
+    if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]  # untyped in torch
+        return None
+    try:
+        torch.cuda.synchronize()
+    except Exception as error:
+        return error if _is_cuda_error(error) else None
+    return None
+
+
+def _after_cuda_error(result: CheckResult, contained: bool) -> CheckResult:
+    """``result`` of a check that met a CUDA error, and the end of the process it ran in
+    (a CUDA error leaves the context unusable: every later call would fail with it)."""
+    if contained:
+        retire_worker("a CUDA error left the worker's CUDA context unusable")
+        note = (
+            "a CUDA error leaves the process's CUDA context unusable, so the worker process "
+            "that ran this check was replaced: the next check starts in a new one"
+        )
+    else:
+        note = (
+            "a CUDA error leaves the process's CUDA context unusable, and the checks run in "
+            "this process (isolation off): later checks that use CUDA may fail with it too"
+        )
+    return replace(result, details=f"{result.details}\n{note}" if result.details else note)
+
+
+def failed(
+    info: CheckInfo, mode: Mode | None, seed: int, reason: str, details: str, keys: CauseKeys
+) -> CheckResult:
+    """A failure of ``info``: its explanation, and the cause ``keys`` that group it."""
+    where = "" if mode is None else f" [{mode}]"
+    header = (
+        f"{info.id}{where}: {info.level}, SPEC {info.clause} ({CLAUSES[info.clause]}); "
+        f"see docs {spec_anchor(info.clause)}\nrequirement: {info.statement}"
+    )
+    footer = f"seed: {seed} (--conformance-seed={seed})"
+    result = CheckResult(info.id, mode, Outcome.FAILED, reason, f"{header}\n{details}\n{footer}")
+    return replace(result, cause_key=keys.encode(), cause_title=keys.title)
+
+
+class ModuleAttributes:
+    """A snapshot of some modules' and classes' attributes, to undo a target's patches (a
+    submodule imported on first use is the library's, not a patch)."""
+
+    def __init__(self, owners: Iterable[object]) -> None:
+        self._saved = [(owner, dict(vars(owner))) for owner in owners]
+
+    @classmethod
+    def of_torch_and_numpy(cls) -> ModuleAttributes:
+        """``torch``, ``torch.Tensor``, ``torch.nn.functional`` and ``numpy``."""
+        return cls([torch, torch.Tensor, torch.nn.functional, numpy])
+
+    def _changes(self) -> Iterator[tuple[object, str, object]]:
+        """``(owner, name, saved value)`` of each attribute that differs (``_ADDED``: new)."""
+        for owner, saved in self._saved:
+            now = dict(vars(owner))
+            for name in saved.keys() | now.keys():
+                if name not in saved and isinstance(now[name], types.ModuleType):
+                    continue
+                if now.get(name, _ADDED) is not saved.get(name, _ADDED):
+                    yield owner, name, saved.get(name, _ADDED)
+
+    def changed(self) -> list[str]:
+        """The attributes that differ from the snapshot, as ``owner.name``."""
+        return sorted(
+            f"{getattr(o, '__name__', type(o).__name__)}.{n}" for o, n, _ in self._changes()
+        )
+
+    def restore(self) -> None:
+        """Put back every changed attribute, and remove added ones."""
+        for owner, name, value in list(self._changes()):
+            if value is _ADDED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+_ADDED = object()
