@@ -1,12 +1,20 @@
-"""The Architecture page stays true: its layers are the enforced import contracts, and the
-files it names on the path of clause G5 exist, cite G5, and number at most eight."""
+"""The Architecture page stays true: its layers are the enforced import contracts, the
+files of the trip of one failing check are those a traced run enters, and the files it
+names on the path of clause G5 exist, cite G5, and number at most eight."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
+from types import FrameType
 
 import pytest
+from suite.gallery import gatherer
+
+import rtmm_conformance
+from rtmm_conformance.api import check_model_state
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "architecture.md"
@@ -71,3 +79,49 @@ def test_the_layers_named_on_the_page_are_the_enforced_contracts() -> None:
     ):
         assert package in packages
         assert f"`{package}`" in page
+    # Every module of the suite's layers contract is on the page's table of its layers.
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    modules = [m.strip() for layer in layers for m in re.split(r"[|:]", layer)]
+    for module in modules:
+        name = module.removeprefix("rtmm_conformance.")
+        assert f"`{name}.py`" in page or f"`{name}/`" in page, module
+
+
+def _trip() -> list[str]:
+    block = PAGE.read_text(encoding="utf-8").split("<!-- trip -->")[1].split("<!-- /trip -->")[0]
+    return re.findall(r"^\| [^|]+ \| `([^`]+\.py)` \|", block, flags=re.MULTILINE)
+
+
+def test_the_trip_of_a_failing_check_is_the_files_a_traced_run_enters() -> None:
+    """Run G5 on a target that breaks it, in this process, and note each suite file whose
+    functions run (module bodies, which imports run, do not count)."""
+    suite = os.path.dirname(rtmm_conformance.__file__) + os.sep
+    entered: set[str] = set()
+
+    def note(frame: FrameType, event: str, arg: object) -> None:
+        name = frame.f_code.co_filename
+        if event == "call" and name.startswith(suite) and frame.f_code.co_name != "<module>":
+            entered.add(name.removeprefix(suite).replace(os.sep, "/"))
+
+    def run() -> str:
+        report = check_model_state(
+            gatherer("off-by-one-embed-rows"),
+            checks=["G5-rows-match-mask"],
+            device="cpu",
+            isolation="off",
+            examples=2,
+        )
+        return report.summary_line()
+
+    run()  # imports, caches
+    entered.clear()
+    sys.setprofile(note)
+    try:
+        summary = run()
+    finally:
+        sys.setprofile(None)
+    assert "1 failed (MUST)" in summary
+    listed = _trip()
+    assert len(listed) == len(set(listed)), listed
+    assert sorted(entered) == sorted(listed)
+    assert f"these {len(listed)} suite files" in PAGE.read_text(encoding="utf-8")

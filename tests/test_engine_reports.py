@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rtmm_conformance.defaults import DEFAULT_EXAMPLES, DEFAULT_SEED
+from rtmm_conformance.settings import RunSettings
 
 HERE = Path(__file__).resolve().parent.parent / "examples" / "engine_reports"
 RENDER = HERE / "render.py"
@@ -62,7 +62,7 @@ def test_refresh_runs_every_report_the_page_renders() -> None:
 def test_reports_are_runs_at_the_suites_defaults(name: Path) -> None:
     """Same seed, same verdicts: the committed reports use what a plain run uses."""
     settings = _committed(name.name)["settings"]
-    assert (settings["seed"], settings["examples"]) == (DEFAULT_SEED, DEFAULT_EXAMPLES)
+    assert (settings["seed"], settings["examples"]) == (RunSettings().seed, RunSettings().examples)
     assert settings["strict"] is False
 
 

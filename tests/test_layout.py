@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ast
 import importlib
-import sys
 import importlib.util
 import re
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -249,14 +249,12 @@ _CHECK_MODULES = {
         "cases",
     )
 }
-#: Lines the harness may not grow beyond: it is 4,647 (from 4,767 before it was grouped
-#: by concern and trimmed, and 4,125 before its forwarders and duplicate defaults went;
-#: 4,089 before the switch of Hypothesis's local constants, the Hypothesis version in the
-#: report and the dtype in rerun commands; 4,172 before the two profiles and what fails
-#: the run, the target's own frame and exception carried as fields, the smallest case in
-#: words and its kind as a cause key, and CUDA errors ending a worker), above the 3,500 it
-#: aims for.
-HARNESS_BUDGET = 4_647
+#: Lines the harness may not grow beyond: it is 4,655 (4,647 before the suite became the
+#: package rtmm_conformance with its layers: the catalog read from the registry instead
+#: of the decorators' source, one settings record, cause keys as tuples and computed in
+#: the running layer, one report builder, the matrix's own command line; 4,767 before it
+#: was grouped by concern and trimmed), above the 3,500 it aims for.
+HARNESS_BUDGET = 4_655
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause.
 REFERENCE_BUDGET = 1_200
 

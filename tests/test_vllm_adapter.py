@@ -20,8 +20,8 @@ import torch
 
 from rtmm_conformance import check_model_state
 from rtmm_conformance.driving.context import ContextParts, Mode, build_context
-from rtmm_conformance.reporting.results import Outcome
 from rtmm_conformance.reporting.xfail import parse_xfail_file
+from rtmm_conformance.results import Outcome
 from rtmm_conformance.settings import RunSettings
 from rtmm_protocol.adapters.vllm import (
     SUPPORTED_RANGE,

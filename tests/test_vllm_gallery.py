@@ -23,7 +23,7 @@ from test_vllm_adapter import DEFAULT_STATE, ENCODER_RUNNER, HAS_VLLM, needs_vll
 from rtmm_conformance.api import check_model_state
 from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID
 from rtmm_conformance.reporting.report import ConformanceReport
-from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.results import Outcome
 
 if HAS_VLLM:
     from vllm_gallery import GALLERY

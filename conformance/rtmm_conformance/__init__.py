@@ -15,16 +15,18 @@ if TYPE_CHECKING:
         parametrize_with_checks,
         replay,
     )
-    from rtmm_conformance.catalog import CHECKS, CLAUSES, CheckInfo
+    from rtmm_conformance.catalog import CHECKS
+    from rtmm_conformance.clauses import CLAUSES, CheckInfo
     from rtmm_conformance.driving.context import ConformanceContext, ModeNotSupported
     from rtmm_conformance.reporting.report import ConformanceReport
-    from rtmm_conformance.reporting.results import (
+    from rtmm_conformance.reporting.schema import report_schema, validate_report
+    from rtmm_conformance.results import (
         CheckFailure,
         CheckResult,
         ConformanceWarning,
         Outcome,
     )
-    from rtmm_conformance.reporting.schema import report_schema, validate_report
+    from rtmm_conformance.settings import RunSettings
     from rtmm_conformance.targets import reference_gatherer, reference_model_state
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "ConformanceWarning",
     "ModeNotSupported",
     "Outcome",
+    "RunSettings",
     "change_life_for",
     "check_model_state",
     "life_machine_for",
@@ -54,9 +57,11 @@ _WHERE = {
     name: module
     for module, names in {
         "api": "change_life_for check_model_state life_machine_for parametrize_with_checks replay",
-        "catalog": "CHECKS CLAUSES CheckInfo",
+        "catalog": "CHECKS",
+        "clauses": "CLAUSES CheckInfo",
         "driving.context": "ConformanceContext ModeNotSupported",
-        "reporting.results": "CheckFailure CheckResult ConformanceWarning Outcome",
+        "results": "CheckFailure CheckResult ConformanceWarning Outcome",
+        "settings": "RunSettings",
         "reporting.report": "ConformanceReport",
         "reporting.schema": "report_schema validate_report",
         "targets": "reference_gatherer reference_model_state",

@@ -10,16 +10,22 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rtmm_conformance import defaults
-from rtmm_conformance.defaults import NODE_PREFIX
-from rtmm_protocol._version import PROTOCOL_VERSION
+from rtmm_conformance.results import NODE_PREFIX
+from rtmm_conformance.settings import (
+    DTYPE_NAMES,
+    FAIL_ON,
+    ISOLATIONS,
+    REFERENCE_MODEL_STATE,
+    USER_OPTIONS,
+    RunSettings,
+)
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
     from _pytest.terminal import TerminalReporter
 
     from rtmm_conformance.reporting.report import ConformanceReport
-    from rtmm_conformance.reporting.results import CheckResult
+    from rtmm_conformance.results import CheckResult
     from rtmm_conformance.running.runner import PlannedCheck, SuiteRunner
 
 __all__ = [
@@ -34,46 +40,44 @@ __all__ = [
 ]
 
 _STATE = pytest.StashKey["_SuiteSession"]()
-#: The user property that carries an item's verdict, as ``CheckResult.to_json()``.
+#: The user property that carries an item's verdict from an xdist worker to its controller,
+#: as ``CheckResult.to_json()`` (the one place a result is written out as text).
 _RECORD = "rtmm_result"
-#: The options that are :func:`~.api.make_settings` keywords (``--conformance-KEY``).
-_SETTINGS = (
-    "device", "dtype", "seed", "examples", "timeout_s", "strict", "fail_on", "version", "isolation"
-)  # fmt: skip
+#: The defaults of every ``--conformance-KEY`` option that sets ``RunSettings.KEY``.
+_DEFAULTS = RunSettings()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Declare the ``--conformance`` options (the only thing done when they are not used)."""
     add = parser.getgroup("rtmm-conformance", "rtmm-protocol conformance suite").addoption
     # fmt: off
-    add("--conformance", nargs="?", const=defaults.REFERENCE_MODEL_STATE, default=None,
+    add("--conformance", nargs="?", const=REFERENCE_MODEL_STATE, default=None,
         metavar="MODULE:FACTORY",
         help="run the conformance suite against FACTORY(ctx) (a ModelState or a runner-level "
         "gatherer); without a value, against the bundled reference. Write "
         "--conformance=MODULE:FACTORY: a bare --conformance takes the next argument")
     add("--conformance-device", default=None, metavar="DEVICE",
         help="device to build targets on (default: cuda where the checks run has one, else cpu)")
-    add("--conformance-dtype", default=defaults.DEFAULT_DTYPE, choices=defaults.DTYPE_NAMES,
-        help=f"dtype of the state's buffer (default: {defaults.DEFAULT_DTYPE})")
-    add("--conformance-seed", type=int, default=defaults.DEFAULT_SEED, metavar="N",
-        help=f"seed of the random batches (default: {defaults.DEFAULT_SEED}; printed in the "
-        "header)")
-    add("--conformance-examples", type=int, default=defaults.DEFAULT_EXAMPLES, metavar="N",
-        help=f"random examples per check and mode (default: {defaults.DEFAULT_EXAMPLES})")
-    add("--conformance-timeout", type=float, default=defaults.DEFAULT_TIMEOUT_S,
+    add("--conformance-dtype", default=_DEFAULTS.dtype, choices=DTYPE_NAMES,
+        help=f"dtype of the state's buffer (default: {_DEFAULTS.dtype})")
+    add("--conformance-seed", type=int, default=_DEFAULTS.seed, metavar="N",
+        help=f"seed of the random batches (default: {_DEFAULTS.seed}; printed in the header)")
+    add("--conformance-examples", type=int, default=_DEFAULTS.examples, metavar="N",
+        help=f"random examples per check and mode (default: {_DEFAULTS.examples})")
+    add("--conformance-timeout", type=float, default=_DEFAULTS.timeout_s,
         metavar="SECONDS", dest="conformance_timeout_s",
-        help=f"time limit of one check in one mode (default: {defaults.DEFAULT_TIMEOUT_S:g})")
+        help=f"time limit of one check in one mode (default: {_DEFAULTS.timeout_s:g})")
     add("--conformance-strict", action="store_true", default=False,
         help="the strict profile: fail the run on robustness and SHOULD failures and on "
         "stale expected-failure entries too (the same as --conformance-fail-on=all)")
-    add("--conformance-fail-on", default=None, choices=defaults.FAIL_ON,
+    add("--conformance-fail-on", default=None, choices=FAIL_ON,
         help="what fails the run: own (your own contract failures; the default for a target "
         "with a baseline, such as vllm:MODULE:CLASS), contract (every contract failure; the "
         "default otherwise) or all (robustness and SHOULD failures too)")
     add("--conformance-xfail", default=None, metavar="FILE",
         help="expected failures: one clause or check ID per line, then the reason")
     add("--conformance-report", default=None, metavar="PATH", help="write the JSON report to PATH")
-    add("--conformance-isolation", default="auto", choices=defaults.ISOLATIONS,
+    add("--conformance-isolation", default=_DEFAULTS.isolation, choices=ISOLATIONS,
         help="where checks run: process (a worker process, CUDA-safe: a crashing or hanging "
         "target fails one check and the run goes on), off (in the pytest process, for "
         "debugging), or auto (default: process, unless the factory cannot be sent to one)")
@@ -89,7 +93,7 @@ class _SuiteSession:
     """Per-process state of a conformance run: options, target, runner, collected results."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from rtmm_conformance.api import make_settings, resolve_target
+        from rtmm_conformance.api import resolve_target
         from rtmm_conformance.driving.factories import FactorySpecError
         from rtmm_conformance.reporting.xfail import parse_xfail_file
 
@@ -97,10 +101,10 @@ class _SuiteSession:
         option = config.getoption
         here = config.invocation_params.dir
         self.spec = str(option("conformance"))
-        settings: dict[str, Any] = {key: option(f"conformance_{key}") for key in _SETTINGS}
-        settings["version"] = settings["version"] or PROTOCOL_VERSION
+        # Options left unset (None) take the record's defaults.
+        given: dict[str, Any] = {key: option(f"conformance_{key}") for key in USER_OPTIONS}
         try:
-            self.settings = make_settings(**settings)
+            self.settings = RunSettings(**{k: v for k, v in given.items() if v is not None})
             search = [here, config.rootpath]
             self.target = resolve_target(self.spec, option("conformance_baseline"), search)
         except (FactorySpecError, ImportError) as error:
@@ -118,6 +122,8 @@ class _SuiteSession:
         self.selection = _node_selection(config)
         #: The (check, mode) items selected to run, as collected (by a worker under xdist).
         self.planned: list[tuple[str, str | None]] = []
+        #: Whether this process is an xdist worker, whose verdicts its controller reports.
+        self.in_worker = hasattr(config, "workerinput")
         self.records: list[CheckResult] = []
         self.report: ConformanceReport | None = None
         self._runner: SuiteRunner | None = None
@@ -136,17 +142,18 @@ class _SuiteSession:
         return self._runner
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Note each check's verdict (in an xdist controller too: reports carry properties)."""
+        """In an xdist controller: note each check's verdict, which its worker sent."""
         record = next((str(v) for k, v in report.user_properties if k == _RECORD), None)
-        if report.when == "call" and record is not None:
-            from rtmm_conformance.reporting.results import CheckResult
+        if report.when == "call" and record is not None and not self.in_worker:
+            from rtmm_conformance.results import CheckResult
 
             self.records.append(CheckResult.from_json(record))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         """In an xdist controller: what the workers will run (they all collect the same)."""
-        self.planned = self.planned or [_planned_of(nodeid) for nodeid in ids]
+        by_node = {f"{NODE_PREFIX}::{p.label}": (p.impl.id, p.mode) for p in self.runner.plan()}
+        self.planned = self.planned or [by_node[nodeid] for nodeid in ids]
 
 
 def _node_selection(config: pytest.Config) -> list[str]:
@@ -164,12 +171,6 @@ def _node_selection(config: pytest.Config) -> list[str]:
             "--conformance takes the next argument, so write --conformance=MODULE:FACTORY."
         )
     return args
-
-
-def _planned_of(nodeid: str) -> tuple[str, str | None]:
-    """``(check, mode)`` of a suite node ID such as ``rtmm-conformance::G5-x[realtime]``."""
-    check, _, mode = nodeid.removeprefix(NODE_PREFIX + "::").partition("[")
-    return check, (mode.removesuffix("]") or None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -193,7 +194,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = config.stash.get(_STATE, None)
     if state is None:
         return None
-    from rtmm_conformance.catalog import CHECKS, clauses_for, version_key
+    from rtmm_conformance.catalog import CHECKS, clauses_for
+    from rtmm_conformance.clauses import version_key
 
     runner = state.runner
     settings, probe, env = runner.settings, runner.probe, runner.environment
@@ -223,7 +225,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + ")",
         f"  versions: rtmm-protocol {env['rtmm_protocol']}, torch {env['torch']}, "
         f"Hypothesis {env.get('hypothesis', '?')}, CUDA {env['cuda']}, Python {env['python']}",
-        f"  device:   {env['device']}, dtype {str(settings.dtype).removeprefix('torch.')}",
+        f"  device:   {env['device']}, dtype {settings.dtype}",
         f"  isolation: {where}",
     ]
 
@@ -251,22 +253,27 @@ class ConformanceItem(pytest.Item):
         """Run the check (or fetch its result) and turn the verdict into pytest's terms."""
         from rtmm_conformance.pytest_outcome import raise_verdict
         from rtmm_conformance.reporting.causes import key_digest
+        from rtmm_conformance.reporting.judge import judge
         from rtmm_conformance.reporting.report import rerun_command
 
         state = self.config.stash[_STATE]
-        result = state.runner.judged(self.planned, state.xfail)
-        self.user_properties.append((_RECORD, result.to_json()))
-        if result.cause_key:
-            cause = f"{key_digest(result.cause_key)}: {result.cause_title}"
+        impl, mode = self.planned.impl, self.planned.mode
+        raw = state.runner.result(impl.id, mode)
+        result = judge(raw, impl.info, strict=state.settings.strict, expected=state.xfail)
+        if state.in_worker:
+            self.user_properties.append((_RECORD, result.to_json()))
+        else:
+            state.records.append(result)
+        if result.cause_keys:
+            cause = f"{key_digest(result.cause_keys)}: {result.cause_title}"
             self.user_properties.append(("cause", cause))
         settings = state.settings
-        dtype = str(settings.dtype).removeprefix("torch.")
         raise_verdict(
             result,
             fail_on=state.fail_on,
             baseline=state.baseline,
             rerun=rerun_command(
-                state.spec, settings.seed, str(settings.device), self.name, dtype=dtype
+                state.spec, settings.seed, str(settings.device), self.name, dtype=settings.dtype
             ),
         )
 
@@ -306,7 +313,9 @@ def pytest_collection(session: pytest.Session) -> bool | None:
         items = [i for i in items if any(_picks(w, i.nodeid) for w in state.selection)]
     session.items = items
     config.hook.pytest_collection_modifyitems(session=session, config=config, items=items)
-    state.planned = [_planned_of(i.nodeid) for i in items]
+    state.planned = [
+        (i.planned.impl.id, i.planned.mode) for i in items if isinstance(i, ConformanceItem)
+    ]
     config.hook.pytest_collection_finish(session=session)
     session.testscollected = len(items)
     return True
@@ -324,8 +333,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(_STATE, None)
     if state is None or hasattr(config, "workerinput") or not (state.records or state.planned):
         return  # under xdist the controller alone writes the report
-    from rtmm_conformance.api import report_of
-    from rtmm_conformance.reporting.results import CheckResult, Outcome
+    from rtmm_conformance.reporting.report import build_report
+    from rtmm_conformance.results import CheckResult, Outcome
 
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     stopped = "the run stopped before this check (-x, --maxfail, or a lost worker)"
@@ -334,7 +343,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     missing = [
         CheckResult(c, m, Outcome.NOT_RUN, why) for c, m in state.planned if (c, m) not in seen
     ]
-    report = report_of(
+    report = build_report(
         state.runner, [*state.records, *missing], state.xfail, interrupted=interrupted
     )
     state.report = report

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from rtmm_conformance.catalog import CHECKS_BY_ID
-from rtmm_conformance.reporting.results import CheckResult, ConformanceWarning, Outcome
+from rtmm_conformance.results import CheckResult, ConformanceWarning, Outcome
 
 __all__ = ["ConformanceFailedError", "raise_verdict"]
 

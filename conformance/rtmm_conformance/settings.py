@@ -1,26 +1,42 @@
-"""The knobs of one conformance run, and the merge tolerances. Nothing here asks torch
-whether CUDA is available (that initialises CUDA here): the checks' process resolves it."""
+"""The settings of one conformance run: one record, :class:`RunSettings`, whose field
+defaults are the suite's defaults (the pytest plugin declares its options from them). It
+imports no torch: the plugin reads it in every pytest run, and asking torch whether CUDA
+is available would initialise CUDA here (the checks' process resolves ``"auto"``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Final, TypedDict
 
-import torch
-
-from rtmm_conformance.defaults import (
-    DEFAULT_EXAMPLES,
-    DEFAULT_SEED,
-    DEFAULT_TIMEOUT_S,
-    DTYPE_NAMES,
-    FAIL_ON,
-    ISOLATIONS,
-)
 from rtmm_protocol._version import PROTOCOL_VERSION
 
-__all__ = ["DTYPES", "ISOLATIONS", "MERGE_TOLERANCES", "RunSettings", "Tolerance", "parse_dtype"]
+if TYPE_CHECKING:
+    import torch
 
-#: dtype names accepted on the command line.
-DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
+__all__ = [
+    "DTYPE_NAMES",
+    "FAIL_ON",
+    "ISOLATIONS",
+    "MERGE_TOLERANCES",
+    "REFERENCE_MODEL_STATE",
+    "RunSettings",
+    "SettingOptions",
+    "Tolerance",
+    "USER_OPTIONS",
+]
+
+#: dtype names a run accepts, the default first.
+DTYPE_NAMES: Final = ("float32", "float16", "bfloat16")
+#: Where checks run: ``process`` (a worker process: CUDA-safe, a crash or a hang fails one
+#: check), ``off`` (the calling process), ``auto`` (``process`` unless the factory cannot
+#: be sent to another process).
+ISOLATIONS: Final = ("auto", "process", "off")
+#: What makes a run fail: ``own`` contract failures only (the default for a target with a
+#: baseline, such as a vLLM class), every ``contract`` failure (the default otherwise), or
+#: ``all``: robustness and SHOULD failures too (the strict profile, ``--conformance-strict``).
+FAIL_ON: Final = ("own", "contract", "all")
+#: The factory ``pytest --conformance`` checks when given no value.
+REFERENCE_MODEL_STATE: Final = "rtmm_conformance.targets:reference_model_state"
 
 
 @dataclass(frozen=True)
@@ -34,35 +50,32 @@ class Tolerance:
 #: Merged embeddings are compared with these tolerances: the merge does arithmetic in
 #: the state's dtype (the realtime toy adds rows), and a state may order it differently.
 #: The gather itself is compared exactly: its pieces are views of cached rows.
-MERGE_TOLERANCES: dict[torch.dtype, Tolerance] = {
-    torch.float32: Tolerance(rtol=1e-5, atol=1e-5),
-    torch.float16: Tolerance(rtol=1e-3, atol=1e-3),
-    torch.bfloat16: Tolerance(rtol=1.6e-2, atol=1e-2),
+MERGE_TOLERANCES: Final[dict[str, Tolerance]] = {
+    "float32": Tolerance(rtol=1e-5, atol=1e-5),
+    "float16": Tolerance(rtol=1e-3, atol=1e-3),
+    "bfloat16": Tolerance(rtol=1.6e-2, atol=1e-2),
 }
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    """The dtype named on the command line, or ``ValueError`` listing the choices."""
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}") from None
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Options of a run. ``version`` selects the requirement set the run is scored against."""
+    """Options of a run, and the only place their defaults are written. ``device`` and
+    ``dtype`` are kept as names (a ``torch.device`` or ``torch.dtype`` given is turned into
+    its name); ``version`` selects the requirement set the run is scored against."""
 
-    device: torch.device
-    #: ``device`` stands for "CUDA where available, else the CPU", to be resolved where the
-    #: checks run.
-    device_is_default: bool = False
-    dtype: torch.dtype = torch.float32
-    seed: int = DEFAULT_SEED
-    examples: int = DEFAULT_EXAMPLES
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    #: ``"auto"`` (CUDA where the checks run has it, else the CPU; decided there), or a
+    #: device such as ``"cpu"`` or ``"cuda:0"``. ``None`` means ``"auto"``.
+    device: str | torch.device | None = "auto"
+    #: The state's buffer dtype: one of :data:`DTYPE_NAMES`.
+    dtype: str | torch.dtype = "float32"
+    #: Fixed so that two runs of the same target see the same batches; printed in the header.
+    seed: int = 20260
+    #: Random examples per check and mode, on top of each check's hand-placed cases.
+    examples: int = 30
+    #: Seconds one check (in one mode) may take before it is failed as hanging.
+    timeout_s: float = 120.0
     #: The strict profile: robustness and SHOULD failures fail too, as do stale
-    #: expected-failure entries (``fail_on == "all"``).
+    #: expected-failure entries (the same as ``fail_on="all"``).
     strict: bool = False
     #: What fails the run: one of :data:`FAIL_ON`; ``None`` for the default, ``own`` when
     #: the target has a baseline and ``contract`` otherwise (see :meth:`fails_on`).
@@ -70,42 +83,93 @@ class RunSettings:
     version: str = PROTOCOL_VERSION
     #: Shrink failing examples (off only where detection is all that matters).
     shrink: bool = True
-    #: Where checks run: one of :data:`ISOLATIONS`.
+    #: Where checks run: one of :data:`ISOLATIONS` (``"fork"``, 0.1's name, means process).
     isolation: str = "auto"
     hidden_size: int = 4
     max_num_tokens: int = 128
     max_num_reqs: int = 8
 
     def __post_init__(self) -> None:
-        if self.examples < 0:
-            raise ValueError(f"examples must be >= 0, got {self.examples}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
-        if self.dtype not in MERGE_TOLERANCES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
-        if self.fail_on == "all" and not self.strict:
+        device = "auto" if self.device is None else str(self.device)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "dtype", str(self.dtype).removeprefix("torch."))
+        if self.isolation == "fork":
+            object.__setattr__(self, "isolation", "process")
+        if self.fail_on == "all":
             object.__setattr__(self, "strict", True)  # one setting, two spellings
+        problem = self._problem()
+        if problem:
+            raise ValueError(problem)
+
+    def _problem(self) -> str:
+        """What is wrong with these settings ("" if nothing), naming the option."""
+        if self.dtype not in DTYPE_NAMES:
+            return f"unknown dtype {self.dtype!r}; choose one of {', '.join(DTYPE_NAMES)}"
+        if self.examples < 0:
+            return f"examples must be >= 0, got {self.examples}"
+        if self.timeout_s <= 0:
+            return f"timeout_s must be positive, got {self.timeout_s}"
         if self.fail_on is not None and self.fail_on not in FAIL_ON:
-            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
+            return f"fail_on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}"
         if self.strict and self.fail_on not in (None, "all"):
-            raise ValueError(
+            return (
                 f"strict fails the run on every failure, which fail_on={self.fail_on!r} "
                 "contradicts; give one of them"
             )
         if self.isolation not in ISOLATIONS:
-            raise ValueError(
-                f"isolation must be one of {', '.join(ISOLATIONS)}, got {self.isolation!r}"
-            )
+            return f"isolation must be one of {', '.join(ISOLATIONS)}, got {self.isolation!r}"
+        return ""
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The device as torch names it (after ``"auto"`` was resolved where checks run)."""
+        import torch
+
+        return torch.device("cpu" if self.device == "auto" else str(self.device))
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """The buffer's dtype as a ``torch.dtype``."""
+        import torch
+
+        dtype: torch.dtype = getattr(torch, str(self.dtype))
+        return dtype
+
+    @property
+    def tolerance(self) -> Tolerance:
+        """Merge tolerance for this run's dtype."""
+        return MERGE_TOLERANCES[str(self.dtype)]
 
     def fails_on(self, has_baseline: bool) -> str:
         """What fails the run, the default resolved: ``all`` when strict; else ``own`` for
         a target with a baseline (its inherited failures are the baseline's), ``contract``
         for any other."""
-        if self.strict or self.fail_on == "all":
+        if self.strict:
             return "all"
         return self.fail_on or ("own" if has_baseline else "contract")
 
-    @property
-    def tolerance(self) -> Tolerance:
-        """Merge tolerance for this run's dtype."""
-        return MERGE_TOLERANCES[self.dtype]
+    def summary(self) -> dict[str, object]:
+        """The options a user sets, as JSON-ready data (as reports record them)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in USER_OPTIONS}
+
+
+class SettingOptions(TypedDict, total=False):
+    """:class:`RunSettings`' options as keywords, for the functions that pass them on
+    (their defaults are the record's)."""
+
+    device: str | torch.device | None
+    dtype: str | torch.dtype
+    seed: int
+    examples: int
+    timeout_s: float
+    strict: bool
+    fail_on: str | None
+    version: str
+    shrink: bool
+    isolation: str
+
+
+#: The options a user sets (the rest are the harness's sizes): reports record these.
+USER_OPTIONS: Final = (
+    "seed", "examples", "timeout_s", "strict", "fail_on", "version", "dtype", "device", "isolation"
+)  # fmt: skip

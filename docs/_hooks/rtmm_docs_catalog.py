@@ -1,25 +1,22 @@
-"""Read the conformance suite's check registry and render it for the docs (stdlib only).
+"""Read the conformance suite's check registry and render it for the docs.
 
-The catalog is ``conformance/rtmm_conformance/catalog.py``: it reads every
-check's ID, level and statement from the check's decorator in ``checks/`` with ``ast``
-and imports only the standard library. It is loaded by file path, not imported as
-``rtmm_conformance.catalog``, because importing the package would import torch
-and the docs build must not need it. The build hook
-(``check_catalog.py``) and the docs tests both use the functions here.
+The checks come from ``rtmm_conformance.catalog`` (every check as its decorator registered
+it) and the clause titles from ``rtmm_conformance.clauses``: the docs build imports the
+suite as users do (its environment has torch: the API pages are rendered from the code
+too). The build hook (``check_catalog.py``) and the docs tests both use the functions here.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
-import sys
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CATALOG_PATH = REPO_ROOT / "conformance" / "rtmm_conformance" / "catalog.py"
 SPEC_PAGE = REPO_ROOT / "docs" / "specification.md"
 
 #: Where the full catalog table goes (on the check catalog page).
@@ -28,8 +25,6 @@ CATALOG_MARKER = "<!-- check-catalog -->"
 CLAUSE_MARKER = re.compile(r"<!-- checks: (?P<clause>[A-Z][0-9]+) -->")
 #: A clause heading on the specification page: ``### G5 · ... {#G5 ...}``.
 CLAUSE_HEADING = re.compile(r"^#{2,6} .*\{[^}]*#(?P<clause>[A-Z][0-9]+)\b[^}]*\}\s*$", re.M)
-
-_MODULE_NAME = "_rtmm_docs_check_registry"
 
 
 class CatalogUnavailableError(RuntimeError):
@@ -50,26 +45,21 @@ class CheckRow:
     profile: str = "contract"
 
 
-def load_catalog_module(path: Path = CATALOG_PATH) -> ModuleType:
-    """Execute the registry file as a module without importing its package."""
-    if not path.is_file():
-        raise CatalogUnavailableError(
-            f"the check catalog page is generated from the suite's registry, but {path} "
-            "does not exist; the conformance suite must define CHECKS and CLAUSES there"
-        )
-    spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)
-    if spec is None or spec.loader is None:
-        raise CatalogUnavailableError(f"cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    # Registered before executing: dataclasses look their module up in sys.modules.
-    sys.modules[_MODULE_NAME] = module
+def load_catalog_module(
+    catalog: str = "rtmm_conformance.catalog", clauses: str = "rtmm_conformance.clauses"
+) -> ModuleType:
+    """The suite's ``CHECKS`` and ``CLAUSES``, imported from its catalog and its clauses."""
     try:
-        spec.loader.exec_module(module)
+        checks, titles = importlib.import_module(catalog), importlib.import_module(clauses)
     except Exception as error:
-        del sys.modules[_MODULE_NAME]
         raise CatalogUnavailableError(
-            f"loading {path} failed with {type(error).__name__}: {error}"
+            f"the check catalog page is generated from the suite's registry, but importing "
+            f"{catalog} and {clauses} (which define CHECKS and CLAUSES) failed with "
+            f"{type(error).__name__}: {error}"
         ) from error
+    module = types.ModuleType("rtmm_docs_check_registry")
+    module.CHECKS = getattr(checks, "CHECKS", None)  # type: ignore[attr-defined]
+    module.CLAUSES = getattr(titles, "CLAUSES", None)  # type: ignore[attr-defined]
     return module
 
 

@@ -16,7 +16,7 @@ import torch
 from suite.gallery_process import CUDA_ASSERT, cuda_error_state
 
 from rtmm_conformance.api import check_model_state
-from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.results import Outcome
 from rtmm_conformance.running.verdict import cuda_error_in
 from rtmm_conformance.running.workers import InProcess, WorkerProcess, retire_worker
 

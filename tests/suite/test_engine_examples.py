@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rtmm_conformance import check_model_state
-from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.results import Outcome
 from rtmm_protocol.adapters.vllm import TESTED_VERSIONS, installed_vllm_version, load_target
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -17,9 +17,8 @@ from suite.gallery import GALLERY, KIND_GALLERY, BrokenTarget, gatherer, model_s
 from support.extras import validate_when_possible
 
 from rtmm_conformance.api import check_model_state
-from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID
-from rtmm_conformance.checks.all_checks import implementations
-from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID, IMPLEMENTATIONS
+from rtmm_conformance.results import Outcome
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +35,7 @@ _FAILING = (Outcome.FAILED, Outcome.WARNING)
 
 
 def _clause_checks() -> list[str]:
-    return [c for c, impl in implementations().items() if not impl.cross_cutting]
+    return [c for c, impl in IMPLEMENTATIONS.items() if not impl.cross_cutting]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import torch
 
 from rtmm_conformance.api import check_model_state
 from rtmm_conformance.catalog import CHECKS
-from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.results import Outcome
 
 _CUDA_ONLY = {"D4-dummy-no-allocation", "R4-cuda-graph-replay-matches-eager"}
 

@@ -14,16 +14,14 @@ from support.extras import JSONSCHEMA_MISSING, needs_jsonschema, validate_when_p
 
 from rtmm_conformance.api import (
     check_model_state,
-    known_versions,
     replay,
-    settings_summary,
 )
-from rtmm_conformance.catalog import CHECKS_BY_ID
+from rtmm_conformance.catalog import CHECKS_BY_ID, IMPLEMENTATIONS, known_versions
 from rtmm_conformance.checks import cases
-from rtmm_conformance.checks.all_checks import implementations
 from rtmm_conformance.driving.factories import Target
 from rtmm_conformance.driving.gather_call import describe_error
-from rtmm_conformance.reporting.causes import cause_of_failure
+from rtmm_conformance.frames import TargetError
+from rtmm_conformance.reporting.judge import judge
 from rtmm_conformance.reporting.matrix import main as matrix_main
 from rtmm_conformance.reporting.report import (
     REPORT_SCHEMA,
@@ -31,10 +29,11 @@ from rtmm_conformance.reporting.report import (
     aggregate,
     rerun_command,
 )
-from rtmm_conformance.reporting.results import CheckFailure, CheckResult, Outcome
 from rtmm_conformance.reporting.schema import report_schema, validate_report
 from rtmm_conformance.reporting.xfail import parse_xfail_text
-from rtmm_conformance.running.runner import SuiteRunner, judge
+from rtmm_conformance.results import CheckFailure, CheckResult, Outcome
+from rtmm_conformance.running.cause_keys import cause_of_failure
+from rtmm_conformance.running.runner import SuiteRunner
 from rtmm_conformance.running.verdict import Probe, environment_info
 from rtmm_conformance.running.workers import InProcess
 from rtmm_conformance.settings import RunSettings
@@ -53,7 +52,7 @@ def _report(results: list[CheckResult], **kwargs: object) -> ConformanceReport:
     return ConformanceReport(
         target="t:f",
         kind="model_state",
-        settings=settings_summary(RunSettings(device=torch.device("cpu"))),
+        settings=RunSettings(device=torch.device("cpu")).summary(),
         environment=environment_info(torch.device("cpu")),
         results=results,
         **kwargs,  # type: ignore[arg-type]
@@ -62,16 +61,16 @@ def _report(results: list[CheckResult], **kwargs: object) -> ConformanceReport:
 
 def test_judge_applies_level_strictness_and_expected_failures() -> None:
     failed = _result(D5.id, "realtime", Outcome.FAILED, "clamped")
-    assert judge(failed, D5, strict=False, expected_failure=None).outcome is Outcome.WARNING
-    assert judge(failed, D5, strict=True, expected_failure=None).outcome is Outcome.FAILED
+    assert judge(failed, D5, strict=False).outcome is Outcome.WARNING
+    assert judge(failed, D5, strict=True).outcome is Outcome.FAILED
     must = _result(G5.id, "realtime", Outcome.FAILED, "wrong row")
-    assert judge(must, G5, strict=False, expected_failure=None).outcome is Outcome.FAILED
-    entry = parse_xfail_text("G5 known\n").entries[0]
-    xfailed = judge(must, G5, strict=True, expected_failure=entry)
+    assert judge(must, G5, strict=False).outcome is Outcome.FAILED
+    expected = parse_xfail_text("G5 known\n")
+    xfailed = judge(must, G5, strict=True, expected=expected)
     assert xfailed.outcome is Outcome.XFAILED
     assert "known" in xfailed.reason
     passed = _result(G5.id, "realtime", Outcome.PASSED)
-    assert judge(passed, G5, strict=True, expected_failure=entry).outcome is Outcome.PASSED
+    assert judge(passed, G5, strict=True, expected=expected).outcome is Outcome.PASSED
 
 
 def test_a_check_shows_its_worst_mode() -> None:
@@ -146,7 +145,7 @@ def test_xfail_file_entries_match_clauses_checks_and_modes() -> None:
 
 
 def test_requirement_sets_leave_newer_checks_out() -> None:
-    checks = dict(implementations())
+    checks = dict(IMPLEMENTATIONS)
     newer = replace(checks[G5.id], info=replace(G5, since="1.1"))
     checks[G5.id] = newer
     runner = SuiteRunner(
@@ -167,8 +166,9 @@ def test_requirement_sets_leave_newer_checks_out() -> None:
 
 def test_a_verdict_record_survives_its_json_round_trip() -> None:
     result = CheckResult(
-        G5.id, "realtime", Outcome.FAILED, "wrong row", "details", 0.25, "k1|k2", "t", "r", "x"
-    )
+        G5.id, "realtime", Outcome.FAILED, "wrong row", "details", 0.25, ("k1", "k2"), "t", "r",
+        "x", error=TargetError("KeyError", "'a'", ("/x/model.py", 3, "gather")),
+    )  # fmt: skip
     assert CheckResult.from_json(result.to_json()) == result
 
 
@@ -195,34 +195,35 @@ def test_json_report_and_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "not a conformance report" in capsys.readouterr().err
 
 
-def _failure_raised_here(what: str, repro: str | None = None) -> CheckFailure:
+def _failure_raised_here(what: str, case: GatherScenario | None = None) -> CheckFailure:
     """A check failure caused by an error raised at one place in 'target' code."""
     try:
         empty: dict[str, int] = {}
         empty["missing"]  # the same file and line every time
     except KeyError as error:
-        failure = CheckFailure(what, seen=describe_error(error), repro=repro)
+        failure = CheckFailure(what, seen=describe_error(error), case=case, realtime=True)
         failure.__cause__ = error
         return failure
     raise AssertionError("unreachable")
 
 
 def _failed(check: str, failure: CheckFailure, mode: str = "realtime") -> CheckResult:
-    keys = cause_of_failure(check, mode, failure, failure.what)
+    keys, title = cause_of_failure(check, mode, failure, failure.what)
     return CheckResult(
         check, mode, Outcome.FAILED, failure.what, failure.render(),
-        cause_key=keys.encode(), cause_title=keys.title, replay=failure.repro or "",
+        cause_keys=keys, cause_title=title, replay=failure.repro or "",
     )  # fmt: skip
 
 
 def test_failures_are_grouped_by_error_place_and_by_smallest_case() -> None:
-    case = "scenario = GatherScenario(...)\nreplay('X', 't:f', scenario, mode='realtime')"
+    # The smallest case, as a frozen scenario (the replay text is not read).
+    case = GatherScenario(requests=(RequestSpec("a", 5, 3, 2, (FeatureSpec("a0", 1, 2),)),))
     results = [
         _failed("G1-window-slots", _failure_raised_here("raised")),
         _failed(G5.id, _failure_raised_here("raised too")),
         # Another check, same smallest case as one of the two above: the same cause.
-        _failed("G4-mask-type-shape", CheckFailure("wrong mask", repro=case)),
-        _failed("G6-pieces-are-views", _failure_raised_here("raised", repro=case)),
+        _failed("G4-mask-type-shape", CheckFailure("wrong mask", case=case, realtime=True)),
+        _failed("G6-pieces-are-views", _failure_raised_here("raised", case=case)),
         # A plain wrong answer with nothing in common: a cause of its own.
         _failed("G9-inputs-unchanged", CheckFailure("input changed")),
         _result(D5.id, "realtime", Outcome.PASSED),
@@ -293,12 +294,13 @@ def test_failures_whose_smallest_cases_need_the_same_sort_of_step_are_one_cause(
     are one cause; a plain prompt window says nothing about the fault, and another sort of
     step (a look-ahead) is another cause."""
     prompt = GatherScenario(requests=(RequestSpec("p", 9, 0, 4, (FeatureSpec("p0", 1, 2),)),))
+    other_prompt = GatherScenario(requests=(RequestSpec("q", 9, 0, 5, (FeatureSpec("q0", 2, 2),)),))
     ahead = replace(prompt, draft_lookahead=1)
     results = [
         _failed("G1-window-slots", CheckFailure("mask", case=_decoding("a", masked=True), realtime=True)),
         _failed("G3-realtime-decode-gathers", CheckFailure("none", case=_decoding("b"), realtime=True)),
         _failed("G4-mask-type-shape", CheckFailure("int64", case=prompt, realtime=True)),
-        _failed(G5.id, CheckFailure("rows", case=prompt, realtime=True)),
+        _failed(G5.id, CheckFailure("rows", case=other_prompt, realtime=True)),
         _failed("G6-pieces-are-views", CheckFailure("copies", case=ahead, realtime=True)),
     ]  # fmt: skip
     causes = _report(results).causes()
@@ -453,7 +455,7 @@ def test_the_rerun_command_carries_every_setting_that_is_not_the_default() -> No
     failed = _result(G5.id, "realtime", Outcome.FAILED, "wrong rows")
     report = replace(
         _report([failed]),
-        settings=settings_summary(RunSettings(device=torch.device("cpu"), dtype=torch.float16)),
+        settings=RunSettings(device=torch.device("cpu"), dtype=torch.float16).summary(),
     )
     assert report.rerun_command(failed) == (
         f"pytest --conformance=t:f --conformance-dtype=float16 'rtmm-conformance::{label}'"
@@ -468,7 +470,7 @@ def test_an_engine_in_site_packages_is_the_target_and_the_adapters_are_the_suite
     import sysconfig
 
     import rtmm_protocol.adapters.vllm.cache_view as adapter
-    from rtmm_conformance.reporting.frames import frame_kind
+    from rtmm_conformance.frames import frame_kind
 
     engine = os.path.join(sysconfig.get_paths()["purelib"], "some_engine", "state.py")
     assert frame_kind(engine) == "target"

@@ -17,7 +17,7 @@ import torch
 from rtmm_conformance import ConformanceContext, ModeNotSupported
 from rtmm_conformance.api import check_model_state
 from rtmm_conformance.reporting.report import ConformanceReport
-from rtmm_conformance.reporting.results import Outcome
+from rtmm_conformance.results import Outcome
 from rtmm_conformance.targets import reference_model_state
 from rtmm_protocol.reference import ReferenceModelState
 

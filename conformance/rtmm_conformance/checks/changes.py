@@ -37,7 +37,7 @@ from rtmm_conformance.checks.stateful import (
 )
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.gather_call import GatherCall, describe_error
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.testing.scenario import FeatureSpec, distinct_output
 

@@ -13,7 +13,7 @@ import torch
 from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.real_step import prepare_real_step
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.testing import comparisons
 from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
 

@@ -16,7 +16,7 @@ import torch
 from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.gather_call import describe_error
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.placeholder import PlaceholderRange
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch

@@ -23,10 +23,10 @@ import torch
 from hypothesis import strategies as st
 
 from rtmm_conformance.checks import cases
-from rtmm_conformance.checks.registry import scenario_check
+from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.gather_call import GatherCall, Gathered, describe_error
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.testing import comparisons
 from rtmm_protocol.testing.instruments import EVERY_KEY
 from rtmm_protocol.testing.scenario import GatherScenario
@@ -180,7 +180,7 @@ def _no_raise(call: GatherCall, what: str) -> Gathered:
 # ---------------------------------------------------------------------- G1
 
 
-@scenario_check(
+@check(
     "G1-window-slots",
     "MUST",
     "Request i covers positions [num_computed_tokens[i] + L, ... + num_scheduled_tokens[i]) and position p lands in slot query_start_loc[i] + (p - start).",
@@ -207,7 +207,7 @@ def _window_slots(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "G1-zero-scheduled-contributes-nothing",
     "SHOULD",
     "A request with zero scheduled tokens contributes nothing, wherever its window starts.",
@@ -256,7 +256,7 @@ def _skip_family(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
     return gather_scenarios(windows="mixed", masks=False, cache_miss_rate=0.0).map(prefill_first)
 
 
-@scenario_check(
+@check(
     "G2-nonrealtime-decode-skipped",
     "MUST",
     "With a non-realtime model, a request whose window starts at or past prefill_len contributes no piece and no mask bit.",
@@ -290,7 +290,7 @@ def _decode_skipped(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "G2-skipped-outputs-not-read",
     "MUST",
     "The encoder outputs of a skipped non-realtime decode request are not read from the cache.",
@@ -320,7 +320,7 @@ def _skipped_not_read(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "G2-all-skipped-empty-result",
     "MUST",
     "When every request is skipped the result is ([], an all-False mask).",
@@ -348,7 +348,7 @@ def _all_skipped(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G3
 
 
-@scenario_check(
+@check(
     "G3-realtime-decode-gathers",
     "MUST",
     "With a realtime model every request gathers over its window, decode steps included.",
@@ -381,7 +381,7 @@ def _realtime_gathers(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G4
 
 
-@scenario_check(
+@check(
     "G4-mask-type-shape",
     "MUST",
     "is_mm_embed is a bool CPU tensor of shape (total_num_scheduled_tokens,), never the padded count.",
@@ -431,7 +431,7 @@ def _mask_type_shape(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "G4-non-embed-positions-false",
     "MUST",
     "A mask slot is True exactly at embed positions of features; positions whose is_embed is False stay False.",
@@ -456,7 +456,7 @@ def _non_embed_false(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G5
 
 
-@scenario_check(
+@check(
     "G5-rows-match-mask",
     "MUST",
     "torch.cat(mm_embeds) has is_mm_embed.sum() rows and its j-th row is the encoder-output row of the j-th True slot.",
@@ -488,7 +488,7 @@ def _rows_match_mask(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G6
 
 
-@scenario_check(
+@check(
     "G6-one-piece-per-feature-window",
     "MUST",
     "mm_embeds holds one piece per (request, feature) pair with an embed position in the window, in batch order then feature order.",
@@ -521,7 +521,7 @@ def _one_piece_per_pair(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "G6-pieces-are-views",
     "MUST",
     "Each piece is a contiguous row slice (a view, no copy) of its feature's cached output.",
@@ -561,7 +561,7 @@ def _is_row_view(piece: torch.Tensor, outputs: Iterable[torch.Tensor]) -> bool:
     return False
 
 
-@scenario_check(
+@check(
     "G6-pieces-carry-modality",
     "SHOULD",
     "Each piece carries its feature's modality as piece.modality.",
@@ -593,7 +593,7 @@ def _pieces_modality(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G7
 
 
-@scenario_check(
+@check(
     "G7-missing-output-raises",
     "MUST",
     "A needed encoder output missing inside the scheduled tokens raises a RuntimeError subclass whose message names the identifier.",
@@ -639,7 +639,7 @@ def _missing_raises(run: CheckRun, scenario: GatherScenario) -> None:
         ) from error
 
 
-@scenario_check(
+@check(
     "G7-lookahead-miss-falls-back",
     "MUST",
     "A missing output of a feature starting at or after the scheduled end, reached only through the look-ahead, falls back to token embeddings without raising.",
@@ -658,7 +658,7 @@ def _lookahead_miss(run: CheckRun, scenario: GatherScenario) -> None:
     )
 
 
-@scenario_check(
+@check(
     "G7-non-embed-window-needs-nothing",
     "MUST",
     "A window over only non-embed positions of a feature needs no encoder output.",
@@ -679,7 +679,7 @@ def _non_embed_miss(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G8, G9
 
 
-@scenario_check(
+@check(
     "G8-cache-unchanged",
     "MUST",
     "Gathering changes no encoder output, feature or cache dict.",
@@ -699,7 +699,7 @@ def _cache_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "G9-inputs-unchanged",
     "MUST",
     "The numpy arrays passed in are unchanged after the call.",
@@ -732,7 +732,7 @@ def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
 # ---------------------------------------------------------------------- G10
 
 
-@scenario_check(
+@check(
     "G10-state-matches-oracle",
     "MUST",
     "ModelState.gather_mm_embeddings(batch, L) equals the runner-level gather over the batch's fields (num_tokens, prefill_len_np, num_computed_tokens_np).",

@@ -16,11 +16,11 @@ import torch
 from hypothesis import strategies as st
 
 from rtmm_conformance.checks import cases
-from rtmm_conformance.checks.registry import scenario_check
+from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.gather_call import describe_error
 from rtmm_conformance.driving.real_step import RealStep, prepare_real_step
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.testing import comparisons
 from rtmm_protocol.testing.oracle import oracle_gather
@@ -125,7 +125,7 @@ def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | N
     )
 
 
-@scenario_check(
+@check(
     "R1-encodes-scheduled-items",
     "MUST",
     "get_mm_embeddings runs the encoder for each scheduled item with data and caches its output under the identifier.",
@@ -164,7 +164,7 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
             )
 
 
-@scenario_check(
+@check(
     "R1-no-reencode",
     "MUST",
     "Items already cached, or whose data is None, are not encoded again.",
@@ -207,7 +207,7 @@ def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "R2-returns-padded-buffer-slice",
     "MUST",
     "get_mm_embeddings returns the first num_tokens_after_padding rows of the buffer.",
@@ -228,7 +228,7 @@ def _padded_slice(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "R2-merged-rows-match-eager",
     "MUST",
     "The first num_tokens rows equal model.embed_input_ids(input_ids[:num_tokens], mm_embeds, is_mm_embed) computed eagerly (per-dtype tolerance).",
@@ -278,7 +278,7 @@ def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
         )
 
 
-@scenario_check(
+@check(
     "R3-decode-steps",
     "MUST",
     "Realtime decode steps get multimodal rows at positions in features; non-realtime decode steps get plain token embeddings.",

@@ -1,5 +1,5 @@
-"""Defining checks: the decorators that give a check function its ID, level and statement
-(the catalog reads them from the source: a record that differs from the catalog's is refused)."""
+"""Defining checks: the decorator that gives a check function its ID, level and statement,
+and the registry it records them in, from which :mod:`..catalog` lists every check."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ from typing import TypeVar
 
 from hypothesis import strategies as st
 
-from rtmm_conformance.catalog import (
-    CHECKS_BY_ID,
+from rtmm_conformance.clauses import (
+    AREAS,
+    CLAUSES,
     DEFAULT_SINCE,
     DEFAULT_TARGETS,
+    LEVELS,
+    PROFILES,
+    TARGET_KINDS,
     CheckInfo,
     Level,
     Profile,
@@ -23,14 +27,7 @@ from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.context import MODES, Mode
 from rtmm_protocol.testing.scenario import GatherScenario
 
-__all__ = [
-    "BASIC_PREREQUISITES",
-    "CheckImpl",
-    "ExampleBody",
-    "check",
-    "registered",
-    "scenario_check",
-]
+__all__ = ["BASIC_PREREQUISITES", "CheckImpl", "ExampleBody", "check", "implementations"]
 
 #: What every behavioural check needs first: a target with the Protocol's members whose
 #: parameter names are current (else every call would fail the same way).
@@ -84,23 +81,20 @@ def check(
     ``fn(run, scenario)`` over the ``cases``, then random scenarios."""
 
     def decorate(fn: _F) -> _F:
+        area = fn.__module__.rsplit(".", 1)[-1]
         info = CheckInfo(
             id=check_id,
             clause=clause_of(check_id),
             level=level,
-            area=fn.__module__.rsplit(".", 1)[-1],  # type: ignore[arg-type]  # checked below
+            area=area,  # type: ignore[arg-type]  # checked next
             statement=statement,
             since=since,
             targets=targets,
             profile=profile,
         )
-        listed = CHECKS_BY_ID.get(check_id)
-        if listed != info:
-            raise RuntimeError(
-                f"check {check_id!r} in {fn.__module__} differs from the catalog's record "
-                f"({listed!r}); a check is defined in checks/<area>.py by a decorator whose "
-                "arguments are literals"
-            )
+        problem = _problem_with(info)
+        if problem:
+            raise RuntimeError(f"check {check_id!r} in {fn.__module__}: {problem}")
         if check_id in _REGISTRY:
             raise RuntimeError(f"check {check_id!r} is registered twice")
         run = fn if strategy is None else _over_scenarios(fn, strategy, cases)
@@ -113,8 +107,19 @@ def check(
     return decorate
 
 
-#: :func:`check` for a check run over scenarios (given a ``strategy``): ``body(run, scenario)``.
-scenario_check = check
+def _problem_with(info: CheckInfo) -> str:
+    """What is wrong with a check's declaration ("" if nothing)."""
+    if info.clause not in CLAUSES:
+        return f"its ID must start with a clause of the specification ({', '.join(CLAUSES)})"
+    if info.area not in AREAS:
+        return f"checks are defined in checks/<area>.py for an area of {AREAS}"
+    if info.level not in LEVELS or info.profile not in PROFILES:
+        return f"level must be one of {LEVELS} and profile one of {PROFILES}"
+    if info.profile == "robustness" and info.level != "SHOULD":
+        return "a robustness check is SHOULD for third parties"
+    if not info.targets or not set(info.targets) <= set(TARGET_KINDS):
+        return f"targets must be a non-empty tuple of {TARGET_KINDS}"
+    return ""
 
 
 def _over_scenarios(
@@ -127,6 +132,12 @@ def _over_scenarios(
     return run
 
 
-def registered() -> Mapping[str, CheckImpl]:
-    """Every check registered so far (by the area modules imported so far), in catalog order."""
-    return {c.id: _REGISTRY[c.id] for c in CHECKS_BY_ID.values() if c.id in _REGISTRY}
+def implementations() -> Mapping[str, CheckImpl]:
+    """Every check registered so far (by the area modules imported so far), in clause order
+    (the specification's), then in the order the areas and their checks are defined."""
+    order = {clause: index for index, clause in enumerate(CLAUSES)}
+    # A stable sort: within an area, the order of definition stays.
+    ranked = sorted(
+        _REGISTRY.values(), key=lambda c: (order[c.info.clause], AREAS.index(c.info.area))
+    )
+    return {c.id: c for c in ranked}

@@ -17,7 +17,7 @@ from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.context import Mode
 from rtmm_conformance.driving.gather_call import describe_error
-from rtmm_conformance.reporting.results import CheckFailure, CheckSkipped
+from rtmm_conformance.results import CheckFailure, CheckSkipped
 from rtmm_protocol.protocols import MMEmbeddingGatherer, ModelState
 from rtmm_protocol.signatures import (
     RENAMED_PARAMETERS,

@@ -35,7 +35,7 @@ from hypothesis.stateful import (
 from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.gather_call import GatherCall, call_gather, describe_error
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.testing import comparisons
 from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec, distinct_output

@@ -15,7 +15,7 @@ from hypothesis import settings as draw_settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
-from rtmm_conformance.catalog import TargetKind
+from rtmm_conformance.clauses import TargetKind
 from rtmm_conformance.driving.context import (
     ContextParts,
     Factory,
@@ -26,12 +26,12 @@ from rtmm_conformance.driving.context import (
 from rtmm_conformance.driving.factories import detect_kind
 from rtmm_conformance.driving.gather_call import GatherCall, call_gather, describe_error
 from rtmm_conformance.driving.hypothesis_local_constants import without_local_constants
-from rtmm_conformance.reporting.results import CheckFailure, CheckSkipped
-from rtmm_conformance.settings import DTYPES, RunSettings
+from rtmm_conformance.results import CheckFailure, CheckSkipped
+from rtmm_conformance.settings import RunSettings
 from rtmm_protocol.testing.scenario import CaseKind, GatherScenario
 from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
-__all__ = ["Built", "CheckRun", "first_check_failure"]
+__all__ = ["Built", "CheckRun", "build_target", "first_check_failure"]
 
 _R = TypeVar("_R")
 
@@ -42,6 +42,43 @@ class Built(ContextParts):
 
     target: object
     kind: TargetKind
+
+
+def build_target(
+    factory: Factory,
+    settings: RunSettings,
+    modes: tuple[Mode, ...],
+    *,
+    hidden_size: int | None = None,
+    model_class: type[ToyReplaceModel] | None = None,
+) -> Built:
+    """A fresh context and a fresh target from ``factory``, in the first of ``modes`` it
+    accepts: :class:`CheckSkipped` if it refuses them all, :class:`CheckFailure` (chained to
+    its error) if it raises or returns neither kind of target."""
+    refusals = []
+    for candidate in modes:
+        parts = build_context(candidate, settings, hidden_size=hidden_size, model_class=model_class)
+        try:
+            target = factory(parts.ctx)
+        except ModeNotSupported as refusal:
+            refusals.append(f"{candidate}: {refusal.reason}")
+            continue
+        except Exception as error:
+            raise CheckFailure(
+                "the factory raised while building the target",
+                expected=f"a target built for a {candidate} context",
+                seen=describe_error(error),
+            ) from error
+        kind = detect_kind(target)
+        if kind is None:
+            raise CheckFailure(
+                "the factory returned neither a ModelState nor a gatherer",
+                expected="an object with dummy_inputs_embeds/get_mm_embeddings, or "
+                "gather_mm_embeddings",
+                seen=type(target).__name__,
+            )
+        return Built(**vars(parts), target=target, kind=kind)
+    raise CheckSkipped("the factory does not support this mode (" + "; ".join(refusals) + ")")
 
 
 @dataclass(kw_only=True, eq=False)
@@ -58,7 +95,7 @@ class CheckRun:
     @property
     def device(self) -> torch.device:
         """The device targets are built for."""
-        return self.settings.device
+        return self.settings.torch_device
 
     def build(
         self,
@@ -71,38 +108,16 @@ class CheckRun:
         mode skips the check; one that raises or returns the wrong kind fails it."""
         wanted = mode if mode is not None else self.mode
         modes: tuple[Mode, ...] = (wanted,) if wanted is not None else ("non-realtime", "realtime")
-        refusals = []
-        for candidate in modes:
-            parts = build_context(
-                candidate, self.settings, hidden_size=hidden_size, model_class=model_class
+        built = build_target(
+            self.factory, self.settings, modes, hidden_size=hidden_size, model_class=model_class
+        )
+        if built.kind != self.kind:
+            raise CheckFailure(
+                "the factory returned a different kind of target than before",
+                expected=self.kind,
+                seen=built.kind,
             )
-            try:
-                target = self.factory(parts.ctx)
-            except ModeNotSupported as refusal:
-                refusals.append(f"{candidate}: {refusal.reason}")
-                continue
-            except Exception as error:
-                raise CheckFailure(
-                    "the factory raised while building the target",
-                    expected=f"a target built for a {candidate} context",
-                    seen=describe_error(error),
-                ) from error
-            kind = detect_kind(target)
-            if kind is None:
-                raise CheckFailure(
-                    "the factory returned neither a ModelState nor a gatherer",
-                    expected="an object with dummy_inputs_embeds/get_mm_embeddings, or "
-                    "gather_mm_embeddings",
-                    seen=type(target).__name__,
-                )
-            if kind != self.kind:
-                raise CheckFailure(
-                    "the factory returned a different kind of target than before",
-                    expected=self.kind,
-                    seen=kind,
-                )
-            return Built(**vars(parts), target=target, kind=kind)
-        raise CheckSkipped("the factory does not support this mode (" + "; ".join(refusals) + ")")
+        return built
 
     def build_loaded(self, scenario: GatherScenario) -> Built:
         """A fresh target whose cache holds the scenario's features and outputs."""
@@ -249,7 +264,7 @@ class CheckRun:
 
     def repro(self, scenario: GatherScenario) -> str:
         """Python that rebuilds ``scenario`` and replays this check on it."""
-        dtype = next(name for name, d in DTYPES.items() if d == self.settings.dtype)
+        dtype = self.settings.dtype
         return "\n".join(
             [
                 "from rtmm_conformance import replay",

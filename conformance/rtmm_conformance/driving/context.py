@@ -92,7 +92,7 @@ def build_context(
         "non-realtime": model_class or ToyReplaceModel,
     }
     model = toys.get(mode, ToyTextModel)(
-        hidden, dtype=settings.dtype, device=settings.device, seed=settings.seed
+        hidden, dtype=settings.torch_dtype, device=settings.torch_device, seed=settings.seed
     )
     encoder_log = attach_encoder_log(model)
     cache = InstrumentedEncoderCache()
@@ -102,8 +102,8 @@ def build_context(
         hidden_size=hidden,
         max_num_tokens=settings.max_num_tokens,
         max_num_reqs=settings.max_num_reqs,
-        dtype=settings.dtype,
-        device=settings.device,
+        dtype=settings.torch_dtype,
+        device=settings.torch_device,
         validate=True,
         mode=mode,
     )

@@ -16,7 +16,7 @@ from types import ModuleType
 # Imported for its side effect first: the comparison functions the verdicts use are
 # bound before a factory module (target code) is imported by _load_factory.
 from rtmm_protocol.testing import comparisons  # noqa: F401  # isort: skip
-from rtmm_conformance.catalog import TargetKind
+from rtmm_conformance.clauses import TargetKind
 from rtmm_conformance.driving.context import ConformanceContext, Factory
 from rtmm_protocol.compat import adapt_legacy_gatherer
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from rtmm_conformance.catalog import TargetKind
-from rtmm_conformance.reporting.frames import TargetError
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.clauses import TargetKind
+from rtmm_conformance.frames import TargetError
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.realtime import supports_realtime
 from rtmm_protocol.testing import comparisons

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from rtmm_conformance.driving.check_run import Built, CheckRun
-from rtmm_conformance.reporting.results import CheckFailure
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
 from rtmm_protocol.testing.request_states import request_states_for
 from rtmm_protocol.testing.scenario import GatherScenario
@@ -91,7 +91,7 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
                 data: dict[str, torch.Tensor] | None = {"input_features": inputs}
                 if spec.cached:
                     output = model.embed_multimodal(input_features=inputs)[0]
-                    cache.encoder_outputs[spec.identifier] = output.to(run.settings.dtype)
+                    cache.encoder_outputs[spec.identifier] = output.to(run.settings.torch_dtype)
                     step.precached.add(spec.identifier)
                     if no_data and position % 2 == 1:
                         data = None

@@ -10,10 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID, CLAUSES, PROFILES, CheckInfo
-from rtmm_conformance.defaults import DEFAULT_DTYPE, DEFAULT_SEED, NODE_PREFIX
+from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID, clauses_for
+from rtmm_conformance.clauses import CLAUSES, PROFILES, CheckInfo
 from rtmm_conformance.reporting.causes import Cause, group_causes
-from rtmm_conformance.reporting.results import FAILING_OUTCOMES, CheckResult, Outcome
+from rtmm_conformance.reporting.xfail import XfailFile
+from rtmm_conformance.results import FAILING_OUTCOMES, NODE_PREFIX, CheckResult, Outcome
+from rtmm_conformance.running.runner import SuiteRunner
+from rtmm_conformance.settings import RunSettings
 
 __all__ = [
     "READABLE_REPORT_SCHEMAS",
@@ -21,6 +24,7 @@ __all__ = [
     "CheckSummary",
     "ConformanceReport",
     "aggregate",
+    "build_report",
     "rerun_command",
 ]
 
@@ -50,17 +54,21 @@ _PRECEDENCE = (
 )
 
 
+#: The settings a run has when given none (the defaults ``rerun_command`` leaves out).
+_DEFAULTS = RunSettings()
+
+
 def rerun_command(
-    target: str, seed: object, device: str, label: str, *, dtype: object = DEFAULT_DTYPE
+    target: str, seed: object, device: str, label: str, *, dtype: object = _DEFAULTS.dtype
 ) -> str:
     """The command that reruns one check in one mode (its failure shows the replay): the
     seed, device and dtype are spelled out where they are not the defaults."""
     parts = ["pytest", f"--conformance={target}"]
-    if seed is not None and seed != DEFAULT_SEED:
+    if seed is not None and seed != _DEFAULTS.seed:
         parts.append(f"--conformance-seed={seed}")
     if device.startswith("cuda"):
         parts.append(f"--conformance-device={device}")
-    if dtype is not None and dtype != DEFAULT_DTYPE:
+    if dtype is not None and dtype != _DEFAULTS.dtype:
         parts.append(f"--conformance-dtype={dtype}")
     return " ".join([*parts, f"'{NODE_PREFIX}::{label}'"])
 
@@ -153,9 +161,10 @@ def _profile_of(result: CheckResult) -> str:
     return info.profile if info is not None else "contract"
 
 
-@dataclass
+@dataclass(frozen=True)
 class ConformanceReport:
-    """Everything a conformance run found about one target."""
+    """Everything a conformance run found about one target. Its rows (a check each) and
+    its causes are computed once, when it is made; every view reads them."""
 
     target: str
     kind: str | None
@@ -171,9 +180,24 @@ class ConformanceReport:
     baseline: str = ""
     #: What fails the run (``own``, ``contract`` or ``all``), its default resolved.
     fail_on: str = "contract"
+    _rows: list[CheckSummary] = field(init=False, repr=False, compare=False)
+    _causes: list[Cause] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_rows", self._make_rows())
+        object.__setattr__(self, "_causes", self._make_causes())
 
     def checks(self) -> list[CheckSummary]:
         """One row per selected check, in clause order (catalog order within a clause)."""
+        return self._rows
+
+    def causes(self) -> list[Cause]:
+        """The failures (MUST, SHOULD and expected ones) grouped by cause, numbered in the
+        order the console shows them: the target's own first, then the inherited ones, the
+        expected ones, and the robustness gaps (each group in row order)."""
+        return self._causes
+
+    def _make_rows(self) -> list[CheckSummary]:
         by_check: dict[str, list[CheckResult]] = {}
         for result in self.results:
             by_check.setdefault(result.check_id, []).append(result)
@@ -189,11 +213,8 @@ class ConformanceReport:
             for c in ordered
         ]
 
-    def causes(self) -> list[Cause]:
-        """The failures (MUST, SHOULD and expected ones) grouped by cause, numbered in the
-        order the console shows them: the target's own first, then the inherited ones, the
-        expected ones, and the robustness gaps (each group in row order)."""
-        grouped = group_causes(r for row in self.checks() for r in row.modes)
+    def _make_causes(self) -> list[Cause]:
+        grouped = group_causes(r for row in self._rows for r in row.modes)
         ordered = sorted(grouped, key=lambda c: _SECTIONS.index(self.section_of(c)))
         return [replace(c, id=str(n)) for n, c in enumerate(ordered, start=1)]
 
@@ -343,7 +364,7 @@ class ConformanceReport:
     def rerun_command(self, result: CheckResult) -> str:
         """The command that reruns one check in one mode (its failure shows the replay)."""
         device, seed = str(self.settings.get("device", "cpu")), self.settings.get("seed")
-        dtype = self.settings.get("dtype", DEFAULT_DTYPE)
+        dtype = self.settings.get("dtype", _DEFAULTS.dtype)
         return rerun_command(self.target, seed, device, result.label, dtype=dtype)
 
     def should_details(self) -> str:
@@ -475,3 +496,41 @@ class ConformanceReport:
         file = Path(path)
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def build_report(
+    runner: SuiteRunner,
+    results: list[CheckResult],
+    expected: XfailFile | None,
+    *,
+    interrupted: bool = False,
+) -> ConformanceReport:
+    """The report of a run: its results, with what the runner learnt about the target and
+    which expected failures are stale (not judged when the run was interrupted)."""
+    stale: list[str] = []
+    unknown: list[str] = []
+    if expected is not None and not interrupted:
+        outcomes = [(r.check_id, r.mode, r.outcome.value) for r in results]
+        stale = [f"{e.where}: {e.key} ({e.reason})" for e in expected.stale(outcomes)]
+        unknown = [f"{e.where}: {e.key}" for e in expected.unknown()]
+    kind = runner.probe.kind
+    if kind is None:
+        notes = [f"target kind unknown: {runner.probe.note}"]
+    else:
+        left_out = ", ".join(c for c in CLAUSES if c not in clauses_for(kind))
+        notes = [f"clauses not applicable to a {kind} target: {left_out}"] if left_out else []
+    baseline = runner.target.baseline_label if runner.target.baseline is not None else ""
+    return ConformanceReport(
+        target=runner.target.spec,
+        baseline=baseline,
+        fail_on=runner.settings.fails_on(bool(baseline)),
+        kind=kind,
+        settings=runner.settings.summary(),
+        environment=runner.environment,
+        results=results,
+        strict=runner.settings.strict,
+        stale_expected_failures=stale,
+        unknown_expected_failures=unknown,
+        notes=notes + runner.notes,
+        interrupted=interrupted,
+    )

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rtmm_conformance.catalog import CHECKS_BY_ID, CLAUSES
+from rtmm_conformance.catalog import CHECKS_BY_ID
+from rtmm_conformance.clauses import CLAUSES
 
 __all__ = ["XfailEntry", "XfailFile", "parse_xfail_file", "parse_xfail_text"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from rtmm_conformance.driving.context import ConformanceContext, Factory
-from rtmm_conformance.reporting.causes import Frame, frame_kind, short_path, target_entry
+from rtmm_conformance.frames import Frame, frame_kind, short_path, target_entry
 
 __all__ = ["ENTRY_METHODS", "Hang", "HangGuard", "TargetBlocked"]
 

@@ -11,20 +11,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from rtmm_conformance.catalog import CheckInfo, TargetKind, version_key
-from rtmm_conformance.checks.all_checks import implementations
+from rtmm_conformance.catalog import IMPLEMENTATIONS, known_versions
 from rtmm_conformance.checks.registry import CheckImpl
+from rtmm_conformance.clauses import TargetKind, version_key
 from rtmm_conformance.driving.context import Factory, Mode
 from rtmm_conformance.driving.factories import CompatFactory, Target
-from rtmm_conformance.reporting.causes import (
-    Frame,
-    cause_of_frames,
-    frame_kind,
-    short_path,
-    target_entry,
-)
-from rtmm_conformance.reporting.results import CheckResult, Outcome
-from rtmm_conformance.reporting.xfail import XfailEntry, XfailFile
+from rtmm_conformance.frames import Frame, frame_kind, short_path, target_entry
+from rtmm_conformance.results import CheckResult, Outcome, label
+from rtmm_conformance.running.cause_keys import cause_of_frames
 from rtmm_conformance.running.hangs import Hang
 from rtmm_conformance.running.verdict import (
     Probe,
@@ -43,7 +37,7 @@ from rtmm_conformance.running.workers import (
 )
 from rtmm_conformance.settings import RunSettings
 
-__all__ = ["PlannedCheck", "SuiteRunner", "judge", "open_runner"]
+__all__ = ["PlannedCheck", "SuiteRunner", "open_runner"]
 
 #: The check a gatherer from before the rename fails; its dependents then run via compat.
 _RENAME_CHECK = "T2-no-renamed-parameters"
@@ -59,8 +53,8 @@ class PlannedCheck:
 
     @property
     def label(self) -> str:
-        """``CHECK-ID[mode]``."""
-        return self.impl.id if self.mode is None else f"{self.impl.id}[{self.mode}]"
+        """``CHECK-ID[mode]``, as :func:`~..results.label` writes it."""
+        return label(self.impl.id, self.mode)
 
 
 class SuiteRunner:
@@ -87,7 +81,7 @@ class SuiteRunner:
         self.environment = environment
         #: What the report should say about where and how the checks ran.
         self.notes = list(notes)
-        self.checks = dict(implementations() if checks is None else checks)
+        self.checks = dict(IMPLEMENTATIONS if checks is None else checks)
         self.hangs: list[Hang] = []
         self._results: dict[tuple[str, Mode | None], CheckResult] = {}
 
@@ -101,29 +95,25 @@ class SuiteRunner:
             for mode in impl.modes
         ]
 
-    def run(self, check_id: str, mode: Mode | None) -> CheckResult:
-        """The raw result of one check in one mode (run once, then remembered)."""
+    def result(self, check_id: str, mode: Mode | None) -> CheckResult:
+        """The raw result of one check in one mode (before the level and expected failures
+        are applied: :func:`..reporting.judge.judge`), run once and then remembered."""
         key = (check_id, mode)
         if key not in self._results:
             self._results[key] = self._run(self.checks[check_id], mode)
         return self._results[key]
-
-    def judged(self, planned: PlannedCheck, expected: XfailFile | None = None) -> CheckResult:
-        """The reported result of a planned check: its raw result after :func:`judge`."""
-        impl, mode = planned.impl, planned.mode
-        entry = expected.entry_for(impl.id, mode) if expected else None
-        raw = self.run(impl.id, mode)
-        return judge(raw, impl.info, strict=self.settings.strict, expected_failure=entry)
 
     def close(self) -> None:
         """Stop the worker process, if one runs."""
         self.executor.close()
 
     def _run(self, impl: CheckImpl, mode: Mode | None) -> CheckResult:
+        """Run a check whose prerequisites hold, on the target and (for a failure whose
+        origin is asked) on its baseline."""
         verdict = self._prerequisite_verdict(impl, mode)
         if isinstance(verdict, CheckResult):
             return verdict
-        if impl.needs_cuda and self.settings.device.type != "cuda":
+        if impl.needs_cuda and self.settings.torch_device.type != "cuda":
             why = "needs a CUDA device (run with --conformance-device=cuda where one is present)"
             return CheckResult(impl.id, mode, Outcome.SKIPPED, why)
         factory, baseline = self.target.factory, self.target.baseline
@@ -161,7 +151,7 @@ class SuiteRunner:
             )
             keys = cause_of_frames(outcome.how.removeprefix("the process "), frames, impl.id)
         else:
-            hang = Hang.from_stack(impl.id if mode is None else f"{impl.id}[{mode}]", frames)
+            hang = Hang.from_stack(label(impl.id, mode), frames)
             hangs.append(hang)
             reason = (
                 f"did not finish within {outcome.limit_s:g} s: the target hangs or is very slow "
@@ -184,8 +174,9 @@ class SuiteRunner:
         if baseline is None:
             return "own"
         base = self._execute(baseline, impl, mode, [])  # its hangs are not the target's
-        keys = set(failure.cause_key.split("|")) - {""}
-        same = base.outcome is Outcome.FAILED and bool(keys & set(base.cause_key.split("|")))
+        same = base.outcome is Outcome.FAILED and bool(
+            set(failure.cause_keys) & set(base.cause_keys)
+        )
         return "inherited" if same else "own"
 
     def _prerequisite_verdict(self, impl: CheckImpl, mode: Mode | None) -> CheckResult | str | None:
@@ -197,7 +188,7 @@ class SuiteRunner:
             if other is None:
                 continue
             modes: list[Mode | None] = [mode] if mode in other.modes else list(other.modes)
-            results = [self.run(prerequisite, m) for m in modes]
+            results = [self.result(prerequisite, m) for m in modes]
             failed_ = [r for r in results if r.outcome in (Outcome.FAILED, Outcome.BLOCKED)]
             if failed_ and prerequisite == _RENAME_CHECK and self.probe.legacy:
                 compat = _VIA_COMPAT
@@ -220,6 +211,10 @@ def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
     """A runner for ``target``, its checks placed as ``settings`` asks. The device is resolved
     and the target built where the checks run, so that this process never initialises CUDA;
     ``ValueError`` for a missing device or an isolation that cannot be had."""
+    if settings.version not in known_versions():
+        raise ValueError(
+            f"unknown protocol version {settings.version!r}; known: {', '.join(known_versions())}"
+        )
     factory = target.factory
     executor, note = _executor_for(settings.isolation, factory)
     try:
@@ -228,7 +223,7 @@ def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
             raise RuntimeError(f"the worker process could not check the device: {choice}")
         if choice.problem:
             raise ValueError(choice.problem)
-        settings = replace(settings, device=choice.device, device_is_default=False)
+        settings = replace(settings, device=str(choice.device))
         probed = executor.call(probe_target, factory, settings, limit_s=settings.timeout_s)
     except BaseException:
         executor.close()
@@ -260,23 +255,6 @@ def _executor_for(isolation: str, factory: Factory) -> tuple[Executor, str]:
             raise ValueError(f"isolation 'process' is not possible: {why}") from None
         return InProcess(), f"checks run in the calling process: {why}"
     return WorkerProcess(), ""
-
-
-def judge(
-    result: CheckResult, info: CheckInfo, *, strict: bool, expected_failure: XfailEntry | None
-) -> CheckResult:
-    """The reported outcome: the raw one after the expected-failures file and the level.
-    A listed check that passes stays ``passed`` (the report decides which entries are stale)."""
-    if result.outcome is Outcome.FAILED:
-        if expected_failure is not None:
-            return result.with_outcome(
-                Outcome.XFAILED,
-                f"expected failure ({expected_failure.where}: {expected_failure.reason}); "
-                f"was: {result.reason}",
-            )
-        if info.level == "SHOULD" and not strict:
-            return result.with_outcome(Outcome.WARNING)
-    return result
 
 
 def _render_stack(frames: Sequence[Frame]) -> str:

@@ -1,5 +1,5 @@
 """What runs where the checks run (a worker process, or this one): learning the device and
-the target's kind, and one check turned into a :class:`~..reporting.results.CheckResult`."""
+the target's kind, and one check turned into a :class:`~..results.CheckResult`."""
 
 from __future__ import annotations
 
@@ -15,19 +15,19 @@ import numpy
 import torch
 import torch.nn.functional
 
-from rtmm_conformance.catalog import CLAUSES, CheckInfo, TargetKind, spec_anchor
-from rtmm_conformance.checks.all_checks import implementations
-from rtmm_conformance.driving.check_run import CheckRun
-from rtmm_conformance.driving.context import Factory, Mode, ModeNotSupported, build_context
-from rtmm_conformance.driving.factories import detect_kind
+from rtmm_conformance.catalog import IMPLEMENTATIONS
+from rtmm_conformance.clauses import CLAUSES, CheckInfo, TargetKind, spec_anchor
+from rtmm_conformance.driving.check_run import CheckRun, build_target
+from rtmm_conformance.driving.context import Factory, Mode
 from rtmm_conformance.driving.gather_call import describe_error
-from rtmm_conformance.reporting.causes import CauseKeys, cause_of_failure
-from rtmm_conformance.reporting.results import (
+from rtmm_conformance.frames import TargetError
+from rtmm_conformance.results import (
     CheckFailure,
     CheckResult,
     CheckSkipped,
     Outcome,
 )
+from rtmm_conformance.running.cause_keys import CauseKeys, cause_of_failure
 from rtmm_conformance.running.hangs import Hang, HangGuard
 from rtmm_conformance.running.workers import retire_worker
 from rtmm_conformance.settings import RunSettings
@@ -77,8 +77,8 @@ class DeviceChoice:
 def resolve_device(settings: RunSettings) -> DeviceChoice:
     """The run's device: CUDA where available for a default, else what was asked for."""
     available = torch.cuda.is_available()
-    device = settings.device
-    if settings.device_is_default:
+    device = settings.torch_device
+    if settings.device == "auto":
         device = torch.device("cuda" if available else "cpu")
     elif device.type == "cuda" and not available:
         return DeviceChoice(
@@ -103,26 +103,15 @@ class Probe:
 def probe_target(factory: Factory, settings: RunSettings) -> Probe:
     """Build the target once (non-realtime, else realtime) to learn which kind it is;
     whatever the factory does is caught, so that the checks can say what is wrong."""
-    notes = []
-    modes: tuple[Mode, ...] = ("non-realtime", "realtime")
-    for mode in modes:
-        ctx = build_context(mode, settings).ctx
-        try:
-            target = factory(ctx)
-        except ModeNotSupported as refusal:
-            notes.append(f"{mode}: {refusal.reason}")
-            continue
-        except BaseException as error:  # reported, then the checks say the rest
-            if cuda_error_in(error) is not None:
-                retire_worker("the factory raised a CUDA error")
-            return Probe(None, f"the factory raised {describe_error(error)}")
-        kind = detect_kind(target)
-        if kind is None:
-            return Probe(
-                None, f"the factory returned a {type(target).__name__}, which is neither kind"
-            )
-        return Probe(kind, "", legacy=is_legacy_gatherer(target))
-    return Probe(None, "the factory refused every mode (" + "; ".join(notes) + ")")
+    try:
+        built = build_target(factory, settings, ("non-realtime", "realtime"))
+    except CheckSkipped as refusal:
+        return Probe(None, refusal.reason)
+    except CheckFailure as failure:
+        if cuda_error_in(failure) is not None:
+            retire_worker("the factory raised a CUDA error")
+        return Probe(None, f"{failure.what}: {failure.seen}")
+    return Probe(built.kind, "", legacy=is_legacy_gatherer(built.target))
 
 
 def run_check(
@@ -137,7 +126,7 @@ def run_check(
 ) -> CheckResult:
     """Run one check in one mode and say how it ended, undoing the target's patches to torch
     and numpy. ``contained``: in a worker (deaf to Ctrl-C), an interrupt is the target's."""
-    impl = implementations()[check_id]
+    impl = IMPLEMENTATIONS[check_id]
     guard = HangGuard(hangs)
     run = CheckRun(
         check_id=check_id,
@@ -155,7 +144,8 @@ def run_check(
         impl.run(run)
     except CheckFailure as failure:
         keys = cause_of_failure(check_id, mode, failure, failure.what)
-        result = failed(impl.info, mode, settings.seed, failure.what, failure.render(), keys)
+        details = failure.render()
+        result = failed(impl.info, mode, settings.seed, failure.what, details, keys, failure.error)
         result = replace(result, replay=failure.repro or "")
         cuda_error = cuda_error_in(failure)
     except CheckSkipped as skip:
@@ -166,7 +156,7 @@ def run_check(
         reason = f"unexpected {describe_error(error)}"
         trace = "".join(traceback.format_exception(error))
         keys = cause_of_failure(check_id, mode, error, reason)
-        result = failed(impl.info, mode, settings.seed, reason, trace, keys)
+        result = failed(impl.info, mode, settings.seed, reason, trace, keys, error)
         cuda_error = cuda_error_in(error)
     else:
         result = CheckResult(check_id, mode, Outcome.PASSED)
@@ -179,7 +169,7 @@ def run_check(
         reason = f"the target left a CUDA error: {describe_error(left)}"
         trace = "".join(traceback.format_exception(left))
         keys = cause_of_failure(check_id, mode, left, reason)
-        result = failed(impl.info, mode, settings.seed, reason, trace, keys)
+        result = failed(impl.info, mode, settings.seed, reason, trace, keys, left)
         cuda_error = left
     if cuda_error is not None:
         return replace(_after_cuda_error(result, contained), duration_s=time.perf_counter() - start)
@@ -254,17 +244,33 @@ def _after_cuda_error(result: CheckResult, contained: bool) -> CheckResult:
 
 
 def failed(
-    info: CheckInfo, mode: Mode | None, seed: int, reason: str, details: str, keys: CauseKeys
+    info: CheckInfo,
+    mode: Mode | None,
+    seed: int,
+    reason: str,
+    details: str,
+    cause: CauseKeys,
+    error: BaseException | None = None,
 ) -> CheckResult:
-    """A failure of ``info``: its explanation, and the cause ``keys`` that group it."""
+    """A failure of ``info``: its explanation, the ``cause`` keys that group it and the
+    target's exception, if it raised one."""
     where = "" if mode is None else f" [{mode}]"
     header = (
         f"{info.id}{where}: {info.level}, SPEC {info.clause} ({CLAUSES[info.clause]}); "
         f"see docs {spec_anchor(info.clause)}\nrequirement: {info.statement}"
     )
     footer = f"seed: {seed} (--conformance-seed={seed})"
-    result = CheckResult(info.id, mode, Outcome.FAILED, reason, f"{header}\n{details}\n{footer}")
-    return replace(result, cause_key=keys.encode(), cause_title=keys.title)
+    keys, title = cause
+    return CheckResult(
+        info.id,
+        mode,
+        Outcome.FAILED,
+        reason,
+        f"{header}\n{details}\n{footer}",
+        cause_keys=keys,
+        cause_title=title,
+        error=None if error is None else TargetError.of(error),
+    )
 
 
 class ModuleAttributes:

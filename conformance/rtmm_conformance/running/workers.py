@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from rtmm_conformance.reporting.causes import Frame
+from rtmm_conformance.frames import Frame
 
 __all__ = [
     "Crashed",

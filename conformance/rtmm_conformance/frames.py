@@ -1,6 +1,6 @@
 """Whose code a stack frame is (the suite's, a library's or the target's), and an exception
-a target raised as fields: like :mod:`.results`, it imports nothing else of the suite, so
-that the driving layer and the reporting layer can both name the target's own frame."""
+a target raised as fields: the bottom of the suite (it imports nothing else of it), so
+that every layer above can name the target's own frame."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 import rtmm_protocol.testing
 
@@ -117,6 +117,13 @@ class TargetError:
     type: str
     message: str
     at: Frame | None
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> TargetError:
+        """The error from the fields :func:`dataclasses.asdict` gave (read back from JSON)."""
+        at = fields["at"]
+        frame = None if at is None else (str(at[0]), int(at[1]), str(at[2]))
+        return cls(str(fields["type"]), str(fields["message"]), frame)
 
     @classmethod
     def of(cls, error: BaseException) -> TargetError:

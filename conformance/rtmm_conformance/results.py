@@ -1,24 +1,39 @@
 """How a check ends: the exceptions a check raises, and :class:`CheckResult`, the record of
-its verdict that travels as JSON from where it ran to the report."""
+its verdict, which goes as it is from where the check ran to the report (pickled by the
+worker process, written as JSON only for pytest-xdist's controller and in the report).
+With :mod:`.clauses` and :mod:`.frames`, the bottom of the suite."""
 
 from __future__ import annotations
 
 import enum
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+from rtmm_conformance.frames import TargetError
 
 if TYPE_CHECKING:
     from rtmm_protocol.testing.scenario import CaseKind, GatherScenario
 
 __all__ = [
     "FAILING_OUTCOMES",
+    "NODE_PREFIX",
     "CheckFailure",
     "CheckResult",
     "CheckSkipped",
     "ConformanceWarning",
     "Outcome",
+    "label",
 ]
+
+#: First part of every suite node ID: ``rtmm-conformance::G5-rows-match-mask[realtime]``.
+NODE_PREFIX: Final = "rtmm-conformance"
+
+
+def label(check_id: str, mode: str | None) -> str:
+    """``CHECK-ID[mode]`` (or the bare ID of a check that runs once): how pytest, the
+    report and every message name one check in one mode."""
+    return check_id if mode is None else f"{check_id}[{mode}]"
 
 
 class Outcome(str, enum.Enum):
@@ -66,6 +81,19 @@ class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
         self.case = case
         self.realtime = realtime
         super().__init__(self.render())
+
+    @property
+    def error(self) -> BaseException | None:
+        """The target's exception this failure reports (the first in its chain of causes
+        that is no :class:`CheckFailure`), if the target raised one."""
+        seen: set[int] = set()
+        error = self.__cause__ or self.__context__
+        while error is not None and id(error) not in seen:
+            seen.add(id(error))
+            if not isinstance(error, CheckFailure):
+                return error
+            error = error.__cause__ or error.__context__
+        return None
 
     @property
     def case_kind(self) -> CaseKind | None:
@@ -138,23 +166,28 @@ class CheckResult:
     reason: str = ""
     details: str = ""
     duration_s: float = 0.0
-    cause_key: str = ""
+    #: What groups this failure with others of the same fault (:mod:`..reporting.causes`).
+    cause_keys: tuple[str, ...] = ()
     cause_title: str = ""
     replay: str = ""
     origin: str | None = None
     via_compat: bool = False
+    #: The exception the target raised, if that is how it failed: its type, message and
+    #: the innermost frame of the target's own code.
+    error: TargetError | None = None
 
     @property
     def label(self) -> str:
-        """``CHECK-ID[mode]``, the name pytest shows for this check."""
-        return self.check_id if self.mode is None else f"{self.check_id}[{self.mode}]"
+        """``CHECK-ID[mode]``, as :func:`label` writes it."""
+        return label(self.check_id, self.mode)
 
     def with_outcome(self, outcome: Outcome, reason: str | None = None) -> CheckResult:
         """The same result with another outcome (and reason)."""
         return replace(self, outcome=outcome, reason=self.reason if reason is None else reason)
 
     def to_json(self) -> str:
-        """The record as one JSON string (how it crosses process boundaries)."""
+        """The record as one JSON string, for a boundary that carries text only (the reports
+        pytest-xdist's workers send their controller)."""
         return json.dumps(asdict(self))
 
     @classmethod
@@ -162,4 +195,7 @@ class CheckResult:
         """The record :meth:`to_json` wrote."""
         fields = json.loads(text)
         fields["outcome"] = Outcome(fields["outcome"])
+        fields["cause_keys"] = tuple(fields["cause_keys"])
+        if fields["error"] is not None:
+            fields["error"] = TargetError.from_fields(fields["error"])
         return cls(**fields)
