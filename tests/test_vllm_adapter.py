@@ -147,7 +147,7 @@ def test_without_vllm_the_error_says_what_to_install() -> None:
 def test_vllms_own_state_has_no_baseline_and_names_the_release() -> None:
     target = load_target(DEFAULT_STATE)
     assert target.baseline is None
-    assert target.baseline_label == ""
+    assert target.baseline_name == ""
     assert target.label == f"{DEFAULT_STATE} (vLLM {VLLM})"
     assert target.environment == {"vllm": VLLM}
 
@@ -157,7 +157,7 @@ def test_a_subclass_is_checked_next_to_the_vllm_class_it_derives_from() -> None:
     target = load_target("vllm_gallery:CopyingDummyState")
     assert target.baseline is not None
     assert str(target.baseline.spec) == DEFAULT_STATE
-    assert target.baseline_label == f"vllm:{DEFAULT_STATE}"
+    assert target.baseline_name == f"vllm:{DEFAULT_STATE}"
     assert target.baseline.level == target.factory.level == "model_state"
     assert (
         target.label

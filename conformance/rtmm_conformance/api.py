@@ -20,7 +20,7 @@ from rtmm_conformance.checks.stateful import life_machine
 from rtmm_conformance.clauses import CLAUSES
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.context import Factory, Mode
-from rtmm_conformance.driving.factories import Target, factory_spec_of, load_target
+from rtmm_conformance.driving.factories import Target, factory_name_of, load_target
 from rtmm_conformance.pytest_outcome import raise_verdict
 from rtmm_conformance.reporting.judge import judge
 from rtmm_conformance.reporting.report import ConformanceReport, build_report
@@ -44,7 +44,7 @@ __all__ = [
     "resolve_target",
 ]
 
-#: A factory, or a spec: ``"module:function"``, or ``"vllm:module:Class"`` for a vLLM class.
+#: A factory, or its name: ``"module:function"``, or ``"vllm:module:Class"`` for a vLLM class.
 FactoryLike = Factory | str
 
 #: Seed of a replay when none is given: the runs' default.
@@ -56,17 +56,17 @@ def resolve_target(
     baseline: FactoryLike | None = None,
     search_dirs: Sequence[Path] | None = None,
 ) -> Target:
-    """The target a factory or a spec names, with the ``baseline`` it derives from; a spec's
+    """The target a factory or its name stands for, with the ``baseline`` it derives from; a name's
     module may be in ``search_dirs`` (default: the current directory)."""
     dirs = [Path(os.getcwd())] if search_dirs is None else search_dirs
     if isinstance(factory, str):
         target = load_target(factory, dirs)
     else:
-        target = Target(factory, factory_spec_of(factory))
+        target = Target(factory, factory_name_of(factory))
     if baseline is None:
         return target
     base = resolve_target(baseline, search_dirs=dirs)
-    return replace(target, baseline=base.factory, baseline_label=base.spec)
+    return replace(target, baseline=base.factory, baseline_name=base.name)
 
 
 def _selected(plan: Iterable[PlannedCheck], select: Iterable[str] | None) -> list[PlannedCheck]:
@@ -89,7 +89,7 @@ def check_model_state(
 ) -> ConformanceReport:
     """Run the conformance checks on the target ``factory`` builds; return the report.
 
-    ``factory`` is ``FACTORY(ctx)`` or a spec (``"MODULE:FACTORY"``, or
+    ``factory`` is ``FACTORY(ctx)`` or its name (``"MODULE:FACTORY"``, or
     ``"vllm:MODULE:CLASS"`` for a vLLM class) of a ``ModelState`` or a runner-level
     gatherer. ``checks`` limits the run to some check or clause IDs; ``xfail`` is an
     expected-failures file (:mod:`rtmm_conformance.reporting.xfail`); a failure
@@ -162,7 +162,7 @@ def _check_run_here(
     return CheckRun(
         check_id=check_id,
         factory=target.factory,
-        factory_spec=target.spec,
+        factory_name=target.name,
         settings=settings,
         mode=mode,
         kind=probe.kind,

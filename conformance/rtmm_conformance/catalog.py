@@ -42,7 +42,7 @@ def checks_for_clause(clause: str) -> tuple[CheckInfo, ...]:
 
 def clauses_for(kind: TargetKind) -> tuple[str, ...]:
     """The clauses with at least one check for this kind of target, in catalog order."""
-    return tuple(dict.fromkeys(c.clause for c in CHECKS if kind in c.targets))
+    return tuple(dict.fromkeys(c.clause for c in CHECKS if kind in c.kinds))
 
 
 def known_versions() -> list[str]:

@@ -13,7 +13,7 @@ __all__ = [
     "AREAS",
     "CLAUSES",
     "DEFAULT_SINCE",
-    "DEFAULT_TARGETS",
+    "DEFAULT_KINDS",
     "LEVELS",
     "PROFILES",
     "TARGET_KINDS",
@@ -50,7 +50,7 @@ TARGET_KINDS: Final[tuple[TargetKind, ...]] = get_args(TargetKind)
 @dataclass(frozen=True)
 class CheckInfo:
     """What one check requires. ``id`` starts with its clause (``G5-rows-match-mask``);
-    ``since`` is the protocol version that introduced it; ``targets`` the kinds it applies to;
+    ``since`` is the protocol version that introduced it; ``kinds`` the kinds of target it applies to;
     ``profile`` whether it judges the contract or robustness."""
 
     id: str
@@ -59,7 +59,7 @@ class CheckInfo:
     area: Area
     statement: str
     since: str
-    targets: tuple[TargetKind, ...]
+    kinds: tuple[TargetKind, ...]
     profile: Profile = "contract"
 
 
@@ -97,8 +97,8 @@ CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
 )
 
 
-#: Targets and protocol version of a check whose decorator does not name them.
-DEFAULT_TARGETS: Final[tuple[TargetKind, ...]] = ("model_state", "gatherer")
+#: Kinds of target and protocol version of a check whose decorator does not name them.
+DEFAULT_KINDS: Final[tuple[TargetKind, ...]] = ("model_state", "gatherer")
 DEFAULT_SINCE: Final = "1.0"
 
 

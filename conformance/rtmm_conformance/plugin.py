@@ -94,20 +94,20 @@ class _SuiteSession:
 
     def __init__(self, config: pytest.Config) -> None:
         from rtmm_conformance.api import resolve_target
-        from rtmm_conformance.driving.factories import FactorySpecError
+        from rtmm_conformance.driving.factories import FactoryNameError
         from rtmm_conformance.reporting.xfail import parse_xfail_file
 
         # ``getoption`` is untyped; argparse has converted and checked every value.
         option = config.getoption
         here = config.invocation_params.dir
-        self.spec = str(option("conformance"))
+        self.target_name = str(option("conformance"))
         # Options left unset (None) take the record's defaults.
         given: dict[str, Any] = {key: option(f"conformance_{key}") for key in USER_OPTIONS}
         try:
             self.settings = RunSettings(**{k: v for k, v in given.items() if v is not None})
             search = [here, config.rootpath]
-            self.target = resolve_target(self.spec, option("conformance_baseline"), search)
-        except (FactorySpecError, ImportError) as error:
+            self.target = resolve_target(self.target_name, option("conformance_baseline"), search)
+        except (FactoryNameError, ImportError) as error:
             raise pytest.UsageError(str(error)) from None
         except (ValueError, RuntimeError) as error:
             raise pytest.UsageError(f"--conformance options: {error}") from None
@@ -117,7 +117,7 @@ class _SuiteSession:
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
         #: The class the target derives from ("" if none), and what fails the run.
-        self.baseline = self.target.baseline_label if self.target.baseline is not None else ""
+        self.baseline = self.target.baseline_name if self.target.baseline is not None else ""
         self.fail_on = self.settings.fails_on(bool(self.baseline))
         self.selection = _node_selection(config)
         #: The (check, mode) items selected to run, as collected (by a worker under xdist).
@@ -202,11 +202,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if config.pluginmanager.has_plugin("dsession"):
         runner.close()  # an xdist controller runs no check: its workers have their own
     if probe.kind is None:
-        target = f"{state.spec} (kind unknown: {probe.note})"
+        target = f"{state.target_name} (kind unknown: {probe.note})"
         applies = "all clauses (the basic checks will say what is wrong)"
     else:
         kind = {"model_state": "ModelState", "gatherer": "MMEmbeddingGatherer"}[probe.kind]
-        target = f"{state.spec} ({kind})"
+        target = f"{state.target_name} ({kind})"
         own = list(clauses_for(probe.kind))
         other = [c for c in clauses_for("model_state") if c not in own]
         applies = ", ".join(own) + (
@@ -273,7 +273,11 @@ class ConformanceItem(pytest.Item):
             fail_on=state.fail_on,
             baseline=state.baseline,
             rerun=rerun_command(
-                state.spec, settings.seed, str(settings.device), self.name, dtype=settings.dtype
+                state.target_name,
+                settings.seed,
+                str(settings.device),
+                self.name,
+                dtype=settings.dtype,
             ),
         )
 

@@ -79,7 +79,7 @@ def read_checks(module: ModuleType) -> list[CheckRow]:
         raise CatalogUnavailableError("the registry defines no non-empty CHECKS sequence")
     rows = []
     for check in checks:
-        targets = _field(check, "targets")
+        targets = _field(check, "kinds")
         rows.append(
             CheckRow(
                 id=str(_field(check, "id")),

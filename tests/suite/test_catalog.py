@@ -52,8 +52,8 @@ def test_check_records_are_well_formed() -> None:
         assert clause_of(info.id) == info.clause
         assert info.level in LEVELS
         assert info.area in AREAS
-        assert set(info.targets) <= set(TARGET_KINDS)
-        assert info.targets
+        assert set(info.kinds) <= set(TARGET_KINDS)
+        assert info.kinds
         assert info.statement.endswith(".")
         assert "\n" not in info.statement
         version_key(info.since)
@@ -110,7 +110,7 @@ def _declared_in(area: str) -> Callable[[], None]:
         ("Z9-no-such-clause", "MUST", {}, "gather", "clause of the specification"),
         ("G5-sample", "MAY", {}, "gather", "level must be one of"),
         ("G5-sample", "MUST", {"profile": "robustness"}, "gather", "robustness check is SHOULD"),
-        ("G5-sample", "MUST", {"targets": ("engine",)}, "gather", "targets must be"),
+        ("G5-sample", "MUST", {"kinds": ("engine",)}, "gather", "kinds must be"),
         ("G5-sample", "MUST", {}, "helpers", "checks/<area>.py"),
     ],
 )

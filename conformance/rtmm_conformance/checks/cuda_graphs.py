@@ -34,7 +34,7 @@ _GRAPH_STEP = GatherScenario(
     "R4-cuda-graph-replay-matches-eager",
     "MUST",
     "A CUDA graph captured on dummy_inputs_embeds(n) and replayed after get_mm_embeddings gives the eager forward's output.",
-    targets=("model_state",),
+    kinds=("model_state",),
     needs_cuda=True,
 )
 def _graph_replay(run: CheckRun) -> None:

@@ -63,7 +63,7 @@ def _views(run: CheckRun, target: object, sizes: list[int]) -> dict[int, torch.T
     "D1-dummy-shape-dtype-device",
     "MUST",
     "dummy_inputs_embeds(n) has shape (n, hidden_size) and the state's dtype and device for every 0 <= n <= max_num_tokens.",
-    targets=("model_state",),
+    kinds=("model_state",),
 )
 def _shape(run: CheckRun) -> None:
     built = run.build()
@@ -92,7 +92,7 @@ def _shape(run: CheckRun) -> None:
     "SHOULD",
     "A state built for a text-only model returns None from dummy_inputs_embeds.",
     profile="robustness",
-    targets=("model_state",),
+    kinds=("model_state",),
     modes=("text-only",),
     prerequisites=("T2-no-renamed-parameters",),
 )
@@ -117,7 +117,7 @@ def _storage(view: torch.Tensor) -> int:
     "D2-dummy-views-share-storage",
     "MUST",
     "Every dummy_inputs_embeds(n) is a view of one buffer, starting at its first row.",
-    targets=("model_state",),
+    kinds=("model_state",),
 )
 def _one_buffer(run: CheckRun) -> None:
     built = run.build()
@@ -147,7 +147,7 @@ def _one_buffer(run: CheckRun) -> None:
     "D2-real-path-shares-storage",
     "MUST",
     "get_mm_embeddings writes into and returns the same buffer the dummy runs hand out.",
-    targets=("model_state",),
+    kinds=("model_state",),
 )
 def _real_shares(run: CheckRun) -> None:
     step = prepare_real_step(run, _STEP)
@@ -176,7 +176,7 @@ def _real_shares(run: CheckRun) -> None:
     "D3-dummy-no-encoder-no-cache",
     "MUST",
     "A dummy run neither calls the encoder nor reads or writes the encoder cache, realtime models included.",
-    targets=("model_state",),
+    kinds=("model_state",),
 )
 def _no_encoder(run: CheckRun) -> None:
     step = prepare_real_step(run, _STEP)
@@ -209,7 +209,7 @@ def _no_encoder(run: CheckRun) -> None:
     "D4-dummy-no-allocation",
     "MUST",
     "A dummy run allocates no device memory (CUDA allocator statistics unchanged).",
-    targets=("model_state",),
+    kinds=("model_state",),
     needs_cuda=True,
 )
 def _no_allocation(run: CheckRun) -> None:
@@ -236,7 +236,7 @@ def _no_allocation(run: CheckRun) -> None:
     "SHOULD",
     "dummy_inputs_embeds(n) with n > max_num_tokens or n < 0 raises ValueError naming both numbers.",
     profile="robustness",
-    targets=("model_state",),
+    kinds=("model_state",),
 )
 def _oversize(run: CheckRun) -> None:
     built = run.build()

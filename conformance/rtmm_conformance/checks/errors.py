@@ -420,4 +420,4 @@ def _no_truncation(run: CheckRun) -> None:
 def _rerun(run: CheckRun) -> str:
     """The command that reruns this check alone (its cases are fixed, not drawn)."""
     label = run.check_id if run.mode is None else f"{run.check_id}[{run.mode}]"
-    return f"# shell\npytest --conformance={run.factory_spec} -k {label!r}"
+    return f"# shell\npytest --conformance={run.factory_name} -k {label!r}"

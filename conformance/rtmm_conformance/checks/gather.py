@@ -736,7 +736,7 @@ def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
     "G10-state-matches-oracle",
     "MUST",
     "ModelState.gather_mm_embeddings(batch, L) equals the runner-level gather over the batch's fields (num_tokens, prefill_len_np, num_computed_tokens_np).",
-    targets=("model_state",),
+    kinds=("model_state",),
     strategy=_anything_with_misses,
     cases=cases.ANY_CASES,
     cross_cutting=True,

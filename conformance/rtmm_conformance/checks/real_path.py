@@ -129,7 +129,7 @@ def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | N
     "R1-encodes-scheduled-items",
     "MUST",
     "get_mm_embeddings runs the encoder for each scheduled item with data and caches its output under the identifier.",
-    targets=("model_state",),
+    kinds=("model_state",),
     strategy=_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -168,7 +168,7 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
     "R1-no-reencode",
     "MUST",
     "Items already cached, or whose data is None, are not encoded again.",
-    targets=("model_state",),
+    kinds=("model_state",),
     strategy=_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -211,7 +211,7 @@ def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
     "R2-returns-padded-buffer-slice",
     "MUST",
     "get_mm_embeddings returns the first num_tokens_after_padding rows of the buffer.",
-    targets=("model_state",),
+    kinds=("model_state",),
     strategy=_unmasked_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -232,7 +232,7 @@ def _padded_slice(run: CheckRun, scenario: GatherScenario) -> None:
     "R2-merged-rows-match-eager",
     "MUST",
     "The first num_tokens rows equal model.embed_input_ids(input_ids[:num_tokens], mm_embeds, is_mm_embed) computed eagerly (per-dtype tolerance).",
-    targets=("model_state",),
+    kinds=("model_state",),
     strategy=_prompt_steps,
     cases=cases.PROMPT_STEP_CASES,
 )
@@ -282,7 +282,7 @@ def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
     "R3-decode-steps",
     "MUST",
     "Realtime decode steps get multimodal rows at positions in features; non-realtime decode steps get plain token embeddings.",
-    targets=("model_state",),
+    kinds=("model_state",),
     strategy=_decode_steps,
     cases=cases.DECODE_STEP_CASES,
 )

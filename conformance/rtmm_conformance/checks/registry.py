@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from rtmm_conformance.clauses import (
     AREAS,
     CLAUSES,
+    DEFAULT_KINDS,
     DEFAULT_SINCE,
-    DEFAULT_TARGETS,
     LEVELS,
     PROFILES,
     TARGET_KINDS,
@@ -67,7 +67,7 @@ def check(
     level: Level,
     statement: str,
     *,
-    targets: tuple[TargetKind, ...] = DEFAULT_TARGETS,
+    kinds: tuple[TargetKind, ...] = DEFAULT_KINDS,
     since: str = DEFAULT_SINCE,
     profile: Profile = "contract",
     modes: tuple[Mode | None, ...] = MODES,
@@ -89,7 +89,7 @@ def check(
             area=area,  # type: ignore[arg-type]  # checked next
             statement=statement,
             since=since,
-            targets=targets,
+            kinds=kinds,
             profile=profile,
         )
         problem = _problem_with(info)
@@ -117,8 +117,8 @@ def _problem_with(info: CheckInfo) -> str:
         return f"level must be one of {LEVELS} and profile one of {PROFILES}"
     if info.profile == "robustness" and info.level != "SHOULD":
         return "a robustness check is SHOULD for third parties"
-    if not info.targets or not set(info.targets) <= set(TARGET_KINDS):
-        return f"targets must be a non-empty tuple of {TARGET_KINDS}"
+    if not info.kinds or not set(info.kinds) <= set(TARGET_KINDS):
+        return f"kinds must be a non-empty tuple of {TARGET_KINDS}"
     return ""
 
 

@@ -164,7 +164,7 @@ def _signature_matches(run: CheckRun) -> None:
     "T3-realtime-class-flag",
     "MUST",
     "A model whose class declares supports_realtime = True makes a realtime state; a model without the flag does not.",
-    targets=("model_state",),
+    kinds=("model_state",),
     modes=(None,),
 )
 def _realtime_class_flag(run: CheckRun) -> None:

@@ -470,7 +470,7 @@ def replay_preamble(run: CheckRun, replayer: str) -> list[str]:
     which = "" if replayer == "life_machine_for" else f"check_id={run.check_id!r}, "
     return [
         f"from rtmm_conformance import {replayer}",
-        f"GatherLife = {replayer}({run.factory_spec!r}, {which}mode={run.mode!r}, "
+        f"GatherLife = {replayer}({run.factory_name!r}, {which}mode={run.mode!r}, "
         f"device={str(run.device)!r})",
         "state = GatherLife()",
     ]

@@ -87,7 +87,7 @@ class CheckRun:
 
     check_id: str
     factory: Factory
-    factory_spec: str
+    factory_name: str
     settings: RunSettings
     mode: Mode | None
     kind: TargetKind
@@ -269,7 +269,7 @@ class CheckRun:
             [
                 "from rtmm_conformance import replay",
                 scenario.to_python(),
-                f"replay({self.check_id!r}, {self.factory_spec!r}, scenario, "
+                f"replay({self.check_id!r}, {self.factory_name!r}, scenario, "
                 f"mode={self.mode!r}, device={str(self.device)!r}, dtype={dtype!r})",
             ]
         )

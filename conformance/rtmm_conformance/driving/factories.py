@@ -1,4 +1,4 @@
-"""Finding the object under test: a spec (``MODULE:FACTORY``, or ``vllm:MODULE:CLASS`` for
+"""Finding the object under test: a factory name (``MODULE:FACTORY``, or ``vllm:MODULE:CLASS`` for
 a target an installed adapter builds, with the class it derives from), its factory, and
 which kind its targets are (a ``ModelState`` or a runner-level ``MMEmbeddingGatherer``)."""
 
@@ -22,26 +22,27 @@ from rtmm_protocol.compat import adapt_legacy_gatherer
 
 __all__ = [
     "CompatFactory",
-    "FactorySpecError",
+    "FactoryNameError",
     "Target",
     "detect_kind",
-    "factory_spec_of",
+    "factory_name_of",
     "load_target",
 ]
 
-#: Spec prefix -> the module whose ``load_target(rest)`` builds such targets.
+#: Name prefix -> the module whose ``load_target(rest)`` builds such targets.
 _ADAPTERS: Mapping[str, str] = {"vllm": "rtmm_protocol.adapters.vllm"}
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a spec names: the factory, the spec that rebuilds it, the ``baseline`` factory
-    of the class it derives from (named ``baseline_label``), and versions for the report."""
+    """What a factory's name (``MODULE:FACTORY``, ``vllm:MODULE:CLASS``) stands for: the
+    factory, that ``name``, the ``baseline`` factory of the class it derives from (named
+    ``baseline_name``), and versions for the report."""
 
     factory: Factory
-    spec: str
+    name: str
     baseline: Factory | None = None
-    baseline_label: str = ""
+    baseline_name: str = ""
     environment: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -58,54 +59,54 @@ class CompatFactory:
             return adapt_legacy_gatherer(self.factory(ctx), ctx.encoder_cache)  # type: ignore[arg-type]
 
 
-def load_target(spec: str, search_dirs: Sequence[Path] = ()) -> Target:
-    """The target a ``--conformance`` spec names (see the module docstring)."""
-    prefix, _, rest = spec.partition(":")
+def load_target(name: str, search_dirs: Sequence[Path] = ()) -> Target:
+    """The target a ``--conformance`` name names (see the module docstring)."""
+    prefix, _, rest = name.partition(":")
     if prefix in _ADAPTERS and rest.count(":") == 1:
         loaded = importlib.import_module(_ADAPTERS[prefix]).load_target(rest)
         return Target(
-            loaded.factory, spec, loaded.baseline, loaded.baseline_label, loaded.environment
+            loaded.factory, name, loaded.baseline, loaded.baseline_name, loaded.environment
         )
-    return Target(_load_factory(spec, search_dirs), spec)
+    return Target(_load_factory(name, search_dirs), name)
 
 
-_SPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
 
 
-class FactorySpecError(ValueError):
-    """A ``MODULE:FACTORY`` spec that is malformed or does not lead to a callable."""
+class FactoryNameError(ValueError):
+    """A ``MODULE:FACTORY`` name that is malformed or does not lead to a callable."""
 
 
-def _load_factory(spec: str, search_dirs: Sequence[Path] = ()) -> Factory:
-    """Import the factory a ``MODULE:FACTORY`` spec names; a module not importable as is is
+def _load_factory(name: str, search_dirs: Sequence[Path] = ()) -> Factory:
+    """Import the factory a ``MODULE:FACTORY`` name names; a module not importable as is is
     looked for in ``search_dirs`` (the ``pytest`` script does not put the invocation directory
     on the path)."""
-    if not _SPEC.match(spec):
+    if not _NAME.match(name):
         hint = ""
-        if "/" in spec or "\\" in spec or spec.endswith(".py") or spec in {".", ".."}:
+        if "/" in name or "\\" in name or name.endswith(".py") or name in {".", ".."}:
             hint = (
                 " It looks like a path: an option with an optional value takes the next "
                 "argument, so `pytest --conformance tests/` reads tests/ as the factory. "
                 "Write --conformance=MODULE:FACTORY; no path is needed, the suite runs on its "
                 "own (select checks with -k)."
             )
-        raise FactorySpecError(
+        raise FactoryNameError(
             f"--conformance expects MODULE:FACTORY (for example acme.factory:make_state) "
-            f"or no value for the bundled reference, got {spec!r}.{hint}"
+            f"or no value for the bundled reference, got {name!r}.{hint}"
         )
-    module_name, _, attr = spec.partition(":")
+    module_name, _, attr = name.partition(":")
     module = _import_module(module_name, search_dirs)
     target: object = module
     for part in attr.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise FactorySpecError(
-                f"module {module_name!r} has no attribute {attr!r} (from --conformance={spec})"
+            raise FactoryNameError(
+                f"module {module_name!r} has no attribute {attr!r} (from --conformance={name})"
                 + _shadowing(module_name)
             ) from None
     if not callable(target):
-        raise FactorySpecError(f"{spec} is a {type(target).__name__}, not a callable FACTORY(ctx)")
+        raise FactoryNameError(f"{name} is a {type(target).__name__}, not a callable FACTORY(ctx)")
     return target
 
 
@@ -132,11 +133,11 @@ def _import_module(name: str, search_dirs: Sequence[Path]) -> ModuleType:
             raise
         shadow = _shadowing(name)
         if shadow:
-            raise FactorySpecError(
+            raise FactoryNameError(
                 f"cannot import module {name!r} for --conformance{shadow}"
             ) from first_error
         looked = ", ".join(added) if added else "sys.path"
-        raise FactorySpecError(
+        raise FactoryNameError(
             f"cannot import module {name!r} for --conformance (looked in sys.path and "
             f"{looked}); install the package that provides it or run pytest from the "
             "directory that holds it"
@@ -169,7 +170,7 @@ def detect_kind(target: object) -> TargetKind | None:
     return None
 
 
-def factory_spec_of(factory: Factory) -> str:
+def factory_name_of(factory: Factory) -> str:
     """``MODULE:QUALNAME`` of a factory, for reproduction snippets."""
     module = getattr(factory, "__module__", None) or "your_module"
     name = getattr(factory, "__qualname__", None) or getattr(factory, "__name__", "factory")

@@ -462,7 +462,7 @@ class ConformanceReport:
             "checks": [
                 {
                     # id, clause, level, area, statement, since, profile
-                    **{k: v for k, v in vars(row.info).items() if k not in ("targets", "line")},
+                    **{k: v for k, v in vars(row.info).items() if k != "kinds"},
                     "outcome": row.outcome.value,
                     "reason": row.reason,
                     "cause": next((refs[id(r)] for r in row.modes if id(r) in refs), None),
@@ -519,9 +519,9 @@ def build_report(
     else:
         left_out = ", ".join(c for c in CLAUSES if c not in clauses_for(kind))
         notes = [f"clauses not applicable to a {kind} target: {left_out}"] if left_out else []
-    baseline = runner.target.baseline_label if runner.target.baseline is not None else ""
+    baseline = runner.target.baseline_name if runner.target.baseline is not None else ""
     return ConformanceReport(
-        target=runner.target.spec,
+        target=runner.target.name,
         baseline=baseline,
         fail_on=runner.settings.fails_on(bool(baseline)),
         kind=kind,

@@ -91,7 +91,7 @@ class SuiteRunner:
         return [
             PlannedCheck(impl, mode)
             for impl in self.checks.values()
-            if self.kind in impl.info.targets and version_key(impl.info.since) <= wanted
+            if self.kind in impl.info.kinds and version_key(impl.info.since) <= wanted
             for mode in impl.modes
         ]
 
@@ -129,7 +129,7 @@ class SuiteRunner:
     ) -> CheckResult:
         """Run one check on ``factory``'s targets where the checks run, and say how it ended."""
         start = time.perf_counter()
-        args = (self.target.spec, self.settings, self.kind, impl.id, mode, tuple(hangs))
+        args = (self.target.name, self.settings, self.kind, impl.id, mode, tuple(hangs))
         contained = not isinstance(self.executor, InProcess)  # deaf to Ctrl-C
         outcome = self.executor.call(
             run_check, factory, *args, contained, limit_s=self.settings.timeout_s

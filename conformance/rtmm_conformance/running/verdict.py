@@ -116,7 +116,7 @@ def probe_target(factory: Factory, settings: RunSettings) -> Probe:
 
 def run_check(
     factory: Factory,
-    factory_spec: str,
+    factory_name: str,
     settings: RunSettings,
     kind: TargetKind,
     check_id: str,
@@ -131,7 +131,7 @@ def run_check(
     run = CheckRun(
         check_id=check_id,
         factory=guard.guarded(factory),
-        factory_spec=factory_spec,
+        factory_name=factory_name,
         settings=settings,
         mode=mode,
         kind=kind,

@@ -26,7 +26,7 @@ class VllmTarget:
     ``factory`` builds the class (``FACTORY(ctx) -> target``); ``baseline`` builds the
     nearest class vLLM itself defines among the class's bases the same way, or is
     ``None`` when the class *is* vLLM's own; ``label`` names the class and what it
-    derives from for reports; ``baseline_label`` is the spec that checks the baseline on
+    derives from for reports; ``baseline_name`` is the spec that checks the baseline on
     its own (``vllm:MODULE:CLASS``, empty without a baseline); ``environment`` holds
     extra report fields (the vLLM version at least). Both factories can be pickled by
     reference.
@@ -35,7 +35,7 @@ class VllmTarget:
     factory: VllmFactory
     baseline: VllmFactory | None
     label: str
-    baseline_label: str = ""
+    baseline_name: str = ""
     environment: dict[str, str] = field(default_factory=dict)
 
 
@@ -56,18 +56,18 @@ def load_target(spec: str) -> VllmTarget:
     version = str(vllm.__version__)
     base = kind.vllm_base
     baseline: VllmFactory | None = None
-    baseline_label = ""
+    baseline_name = ""
     if kind.is_vllm_own:
         label = f"{class_spec} (vLLM {version})"
     else:
         base_spec = ClassSpec(base.__module__, base.__qualname__)
         baseline = VllmFactory(base_spec, kind.level)
-        baseline_label = f"vllm:{base_spec}"
+        baseline_name = f"vllm:{base_spec}"
         label = f"{class_spec} (subclass of vLLM {version} {base.__qualname__})"
     return VllmTarget(
         factory=VllmFactory(class_spec, kind.level),
         baseline=baseline,
         label=label,
-        baseline_label=baseline_label,
+        baseline_name=baseline_name,
         environment={"vllm": version},
     )
