@@ -4,7 +4,9 @@
 # `pytest --conformance=MODULE:FACTORY` from a project folder outside this repository
 # against the separately installed example package. The project folder has its own
 # `conformance/` package and a `python_files` setting that matches none of the suite's
-# files; neither may hide or shadow the suite.
+# files; neither may hide or shadow the suite. On the way it checks the wheel's layout
+# (the two top-level packages rtmm_protocol and rtmm_conformance, each typed) and that
+# the suite's former import path and matrix command fail, naming the new ones.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,23 +24,35 @@ WHEEL="$(ls "$WORK"/dist/rtmm_protocol-*.whl)"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 needed = [
+    "rtmm_protocol/__init__.py",
+    "rtmm_protocol/py.typed",
+    "rtmm_conformance/__init__.py",
+    "rtmm_conformance/__main__.py",
+    "rtmm_conformance/py.typed",
     "rtmm_conformance/plugin.py",
     "rtmm_conformance/catalog.py",
     "rtmm_conformance/checks/gather.py",
-    "rtmm_protocol/py.typed",
 ]
 missing = [n for n in needed if n not in names]
 if missing:
     sys.exit(f"the wheel lacks {missing}")
-# The suite's source root (conformance/) is merged into the package; nothing of it may
-# land at the top level, where it would clash with a user's own `conformance` package.
-stray = sorted({n.split("/", 1)[0] for n in names} - {"rtmm_protocol"} - {
-    n.split("/", 1)[0] for n in names if ".dist-info/" in n
-})
-if stray:
-    sys.exit(f"the wheel has top-level entries besides rtmm_protocol: {stray}")
-if not any(n.endswith("entry_points.txt") for n in names):
+# Two ordinary top-level packages: the contract and the reference (rtmm_protocol) and
+# the suite (rtmm_conformance, from conformance/rtmm_conformance/). The suite's source
+# root itself (conformance/) may not land at the top level, where it would clash with a
+# user's own `conformance` package, nor the suite under its former path.
+top = {n.split("/", 1)[0] for n in names if ".dist-info/" not in n}
+if top != {"rtmm_protocol", "rtmm_conformance"}:
+    sys.exit(f"the wheel's top-level entries are {sorted(top)}, "
+             "not rtmm_protocol and rtmm_conformance")
+old = sorted(n for n in names if n.startswith("rtmm_protocol/conformance/"))
+if old:
+    sys.exit(f"the wheel still has the suite's former folder rtmm_protocol/conformance/: {old[:5]}")
+entry_points = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+if not entry_points:
     sys.exit("the wheel has no entry_points.txt (the pytest11 plugin would not load)")
+declared = zipfile.ZipFile(sys.argv[1]).read(entry_points[0]).decode()
+if "rtmm_conformance = rtmm_conformance.plugin" not in declared:
+    sys.exit(f"the pytest11 entry point is not rtmm_conformance.plugin:\n{declared}")
 print(f"wheel {sys.argv[1].rsplit('/', 1)[-1]}: {len(names)} files, suite included")
 PY
 
@@ -74,6 +88,16 @@ for module in (plugin, acme_model_state):
     if module.__file__.startswith(repo) or "site-packages" not in module.__file__:
         sys.exit(f"{module.__name__} comes from {module.__file__}, not the installed wheel")
 print("suite and example imported from site-packages")
+
+# The suite's former import path fails, and says where the suite went.
+try:
+    import rtmm_protocol.conformance  # noqa: F401
+except ModuleNotFoundError as error:
+    if "rtmm_conformance" not in str(error):
+        sys.exit(f"import rtmm_protocol.conformance does not name rtmm_conformance: {error}")
+    print("import rtmm_protocol.conformance fails, naming rtmm_conformance")
+else:
+    sys.exit("import rtmm_protocol.conformance succeeded: the former path must fail")
 PY
 
 say "pytest --conformance=acme_model_state.factory:make_state -n 2"
@@ -96,6 +120,17 @@ props = {
 assert ("clause", "G5") in props and ("level", "MUST") in props, sorted(props)[:10]
 print(f"JSON report: {report['summary']['line']}; junit properties carry clause and level")
 PY
+
+say "the compliance matrix: python -m rtmm_conformance matrix"
+"$VPY" -m rtmm_conformance matrix acme=report.json > matrix.md
+grep -q "G5" matrix.md || fail "the matrix does not list the checks"
+set +e
+"$VPY" -m rtmm_protocol matrix report.json > old-matrix.txt 2>&1
+status=$?
+set -e
+[ "$status" -eq 2 ] || fail "python -m rtmm_protocol matrix: expected status 2, got $status"
+grep -q "python -m rtmm_conformance matrix" old-matrix.txt \
+    || fail "python -m rtmm_protocol matrix does not name the new command"
 
 say "rerun one check by its printed node ID"
 "$VPYTEST" -p no:cacheprovider -q --conformance=acme_model_state.factory:make_state \
