@@ -1,5 +1,6 @@
 """The one settings record: its defaults are the plugin's, it takes torch's objects or
-their names, names the option that is wrong, and loads without torch."""
+their names, names the option that is wrong, and loads without torch (as do the plugin
+and the compliance matrix)."""
 
 from __future__ import annotations
 
@@ -43,13 +44,16 @@ def test_a_bad_option_is_named(options: dict[str, object], message: str) -> None
         RunSettings(**options)  # type: ignore[arg-type]
 
 
-def test_the_settings_and_the_plugin_load_without_torch() -> None:
-    """pytest loads the plugin in every run: declaring its options must not import torch."""
+def test_the_settings_the_plugin_and_the_matrix_load_without_torch() -> None:
+    """pytest loads the plugin in every run: declaring its options must not import torch;
+    the compliance matrix reads reports alone (neither torch nor Hypothesis)."""
     code = (
         "import sys\n"
         "import rtmm_conformance.plugin, rtmm_conformance.settings\n"
+        "import rtmm_conformance.reporting.matrix\n"
         "rtmm_conformance.settings.RunSettings(device='cpu', dtype='bfloat16')\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert 'hypothesis' not in sys.modules, 'hypothesis was imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

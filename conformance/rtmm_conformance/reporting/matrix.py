@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID
-from rtmm_conformance.reporting.report import READABLE_REPORT_SCHEMAS, REPORT_SCHEMA
+from rtmm_conformance.clauses import CLAUSES
+from rtmm_conformance.reporting.schema import READABLE_REPORT_SCHEMAS, REPORT_SCHEMA
 
 __all__ = ["Column", "load_column", "main", "render_html", "render_markdown"]
 
@@ -43,6 +43,9 @@ class Column:
     cause_of: Mapping[str, str] = field(default_factory=dict)
     #: ``(number, title, checks)`` of each cause, in the report's order.
     causes: Sequence[tuple[str, str, int]] = ()
+    #: Check ID -> its level as the report states it (``SHOULD (robustness)`` for a
+    #: robustness check), in the report's order.
+    levels: Mapping[str, str] = field(default_factory=dict)
 
     def cell(self, check_id: str) -> str:
         """The check's outcome in this column, with its cause number when it fails."""
@@ -67,11 +70,15 @@ def load_column(argument: str) -> Column:
             f"{path!r} is not a conformance report (schema {REPORT_SCHEMA!r}); write one with "
             "pytest --conformance-report=PATH"
         )
-    outcomes, cause_of = {}, {}
+    outcomes, cause_of, levels = {}, {}, {}
     for entry in data.get("checks", []):
         if not (isinstance(entry, dict) and "id" in entry):
             continue
         outcomes[str(entry["id"])] = str(entry.get("outcome", ""))
+        level = str(entry.get("level", "?"))
+        levels[str(entry["id"])] = level + (
+            " (robustness)" if entry.get("profile") == "robustness" else ""
+        )
         cause = entry.get("cause")
         if isinstance(cause, dict) and "id" in cause:
             inherited = entry.get("origin") == "inherited" and data.get("baseline")
@@ -89,23 +96,28 @@ def load_column(argument: str) -> Column:
         if isinstance(c, dict)
     ]
     return Column(
-        label or str(data.get("target", path)), outcomes, line, versions, cause_of, causes
+        label or str(data.get("target", path)), outcomes, line, versions, cause_of, causes, levels
     )
 
 
 def _rows(columns: Sequence[Column]) -> list[tuple[str, str, str, list[str]]]:
-    seen = {check for c in columns for check in c.outcomes}
-    order = [c.id for c in CHECKS if c.id in seen] + sorted(seen - set(CHECKS_BY_ID))
-    rows: list[tuple[str, str, str, list[str]]] = []
-    for check_id in order:
-        info = CHECKS_BY_ID.get(check_id)
-        cells = [c.cell(check_id) for c in columns]
-        clause = info.clause if info else check_id.split("-", 1)[0]
-        level: str = "?" if info is None else info.level
-        if info is not None and info.profile == "robustness":
-            level += " (robustness)"
-        rows.append((clause, level, check_id, cells))
-    return rows
+    """A row per check any report holds, in the specification's clause order (the reports'
+    own order within a clause), with the level the reports state: the matrix reads the
+    reports alone, so it needs neither the checks nor torch."""
+    levels: dict[str, str] = {}
+    for column in columns:
+        for check_id, level in column.levels.items():
+            levels.setdefault(check_id, level)
+    clauses = list(CLAUSES)
+
+    def clause_rank(check_id: str) -> int:
+        clause = check_id.split("-", 1)[0]
+        return clauses.index(clause) if clause in clauses else len(clauses)
+
+    return [
+        (check_id.split("-", 1)[0], level, check_id, [c.cell(check_id) for c in columns])
+        for check_id, level in sorted(levels.items(), key=lambda item: clause_rank(item[0]))
+    ]
 
 
 def render_markdown(columns: Sequence[Column]) -> str:

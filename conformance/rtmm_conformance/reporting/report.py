@@ -13,31 +13,19 @@ from pathlib import Path
 from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID, clauses_for
 from rtmm_conformance.clauses import CLAUSES, PROFILES, CheckInfo
 from rtmm_conformance.reporting.causes import Cause, group_causes
+from rtmm_conformance.reporting.schema import REPORT_SCHEMA
 from rtmm_conformance.reporting.xfail import XfailFile
 from rtmm_conformance.results import FAILING_OUTCOMES, NODE_PREFIX, CheckResult, Outcome
 from rtmm_conformance.running.runner import SuiteRunner
 from rtmm_conformance.settings import RunSettings
 
 __all__ = [
-    "READABLE_REPORT_SCHEMAS",
-    "REPORT_SCHEMA",
     "CheckSummary",
     "ConformanceReport",
     "aggregate",
     "build_report",
     "rerun_command",
 ]
-
-#: Identifies the JSON layout (the ``schema`` field); see :mod:`.schema`.
-REPORT_SCHEMA = "rtmm-conformance-report/4"
-#: Layouts ``python -m rtmm_conformance matrix`` reads (1 had no causes; 2 no origins; 3 no
-#: profiles).
-READABLE_REPORT_SCHEMAS = (
-    "rtmm-conformance-report/1",
-    "rtmm-conformance-report/2",
-    "rtmm-conformance-report/3",
-    REPORT_SCHEMA,
-)
 
 #: The console's sections of causes, in the order shown.
 _SECTIONS = ("own", "inherited", "expected", "robustness")
@@ -414,7 +402,7 @@ class ConformanceReport:
         return "\n".join([*lines, *extra])
 
     def to_json(self) -> dict[str, object]:
-        """The report as JSON-ready data (see :data:`REPORT_SCHEMA`)."""
+        """The report as JSON-ready data (see :data:`~.schema.REPORT_SCHEMA`)."""
         counts, causes, rows = self.counts(), self.causes(), self.checks()
         # A failing result's cause, by the result's identity (equal results may differ).
         refs = {

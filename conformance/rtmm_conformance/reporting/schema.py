@@ -1,6 +1,6 @@
 """The JSON Schema (draft 2020-12) of the conformance report, shipped with the package, for
 tools that read ``pytest --conformance-report=PATH`` files (the layout
-:data:`~.report.REPORT_SCHEMA` names)."""
+:data:`REPORT_SCHEMA` names)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,24 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["SCHEMA_FILE", "report_schema", "validate_report"]
+__all__ = [
+    "READABLE_REPORT_SCHEMAS",
+    "REPORT_SCHEMA",
+    "SCHEMA_FILE",
+    "report_schema",
+    "validate_report",
+]
+
+#: Identifies the JSON layout (the ``schema`` field); see :mod:`.schema`.
+REPORT_SCHEMA = "rtmm-conformance-report/4"
+#: Layouts ``python -m rtmm_conformance matrix`` reads (1 had no causes; 2 no origins; 3 no
+#: profiles).
+READABLE_REPORT_SCHEMAS = (
+    "rtmm-conformance-report/1",
+    "rtmm-conformance-report/2",
+    "rtmm-conformance-report/3",
+    REPORT_SCHEMA,
+)
 
 #: The schema's file name inside the ``rtmm_conformance.reporting`` package.
 SCHEMA_FILE = "report_schema.json"
