@@ -27,8 +27,7 @@ from collections.abc import Callable
 __all__ = ["CHECK_ID_CLASS", "CHECK_ID_TEXT", "CODE_WORD_CLASS", "keep_words_whole"]
 
 #: A check ID as it appears in text: its clause, then lowercase words joined by hyphens,
-#: maybe with a mode (``G5-rows-match-mask``, ``G3-realtime-decode-gathers[realtime]``,
-#: ``G5-rows-match-mask-realtime`` as ``parametrize_with_checks`` names its parameters).
+#: maybe with a mode (``G5-rows-match-mask``, ``G3-realtime-decode-gathers[realtime]``).
 CHECK_ID_TEXT = re.compile(r"\b[GCDRET][0-9]+(?:-[a-z0-9]+)+(?:\[[a-z-]+\])?")
 #: The span around a check ID.
 CHECK_ID_CLASS = "rtmm-check-id"
