@@ -407,3 +407,23 @@ def test_a_folder_shadowing_the_package_is_named(project: Path) -> None:
     assert result.returncode == 4
     assert "shadows the package" in result.stderr
     assert str(project / "acme") in result.stderr
+
+
+def test_parametrize_with_checks_names_each_check_as_pytest_names_its_item() -> None:
+    """Each parameter is ``CHECK-ID[mode]`` (one label for a check in a mode everywhere),
+    and calling it runs the check: the reference passes."""
+    from rtmm_conformance import parametrize_with_checks, reference_gatherer
+    from rtmm_conformance.catalog import CHECKS_BY_ID
+
+    mark = parametrize_with_checks(
+        reference_gatherer, checks=["T1", "G4"], device="cpu", examples=1, isolation="off"
+    )
+    argnames, params = mark.args
+    assert argnames == "check"
+    ids = [p.id for p in params]
+    assert "G4-mask-type-shape[realtime]" in ids
+    clauses = {CHECKS_BY_ID[i.partition("[")[0]].clause for i in ids}
+    assert clauses == {"T1", "G4"}
+    assert all(re.fullmatch(r"[A-Z][0-9]+(-[a-z0-9]+)+(\[[a-z-]+\])?", i) for i in ids), ids
+    for param in params:
+        param.values[0]()  # passes: no exception
