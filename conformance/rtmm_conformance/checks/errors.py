@@ -16,7 +16,7 @@ import torch
 from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.gather_call import describe_error
-from rtmm_conformance.results import CheckFailure
+from rtmm_conformance.results import CheckFailure, label
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.placeholder import PlaceholderRange
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
@@ -419,5 +419,4 @@ def _no_truncation(run: CheckRun) -> None:
 
 def _rerun(run: CheckRun) -> str:
     """The command that reruns this check alone (its cases are fixed, not drawn)."""
-    label = run.check_id if run.mode is None else f"{run.check_id}[{run.mode}]"
-    return f"# shell\npytest --conformance={run.factory_name} -k {label!r}"
+    return f"# shell\npytest --conformance={run.factory_name} -k {label(run.check_id, run.mode)!r}"

@@ -26,6 +26,7 @@ from rtmm_conformance.results import (
     CheckResult,
     CheckSkipped,
     Outcome,
+    label,
 )
 from rtmm_conformance.running.cause_keys import CauseKeys, cause_of_failure
 from rtmm_conformance.running.hangs import Hang, HangGuard
@@ -254,9 +255,8 @@ def failed(
 ) -> CheckResult:
     """A failure of ``info``: its explanation, the ``cause`` keys that group it and the
     target's exception, if it raised one."""
-    where = "" if mode is None else f" [{mode}]"
     header = (
-        f"{info.id}{where}: {info.level}, SPEC {info.clause} ({CLAUSES[info.clause]}); "
+        f"{label(info.id, mode)}: {info.level}, SPEC {info.clause} ({CLAUSES[info.clause]}); "
         f"see docs {spec_anchor(info.clause)}\nrequirement: {info.statement}"
     )
     footer = f"seed: {seed} (--conformance-seed={seed})"
