@@ -24,12 +24,11 @@ from rtmm_conformance.frames import TargetError
 from rtmm_conformance.reporting.judge import judge
 from rtmm_conformance.reporting.matrix import main as matrix_main
 from rtmm_conformance.reporting.report import (
-    REPORT_SCHEMA,
     ConformanceReport,
     aggregate,
     rerun_command,
 )
-from rtmm_conformance.reporting.schema import report_schema, validate_report
+from rtmm_conformance.reporting.schema import REPORT_SCHEMA, report_schema, validate_report
 from rtmm_conformance.reporting.xfail import parse_xfail_text
 from rtmm_conformance.results import CheckFailure, CheckResult, Outcome
 from rtmm_conformance.running.cause_keys import cause_of_failure
