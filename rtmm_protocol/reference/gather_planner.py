@@ -82,7 +82,7 @@ def _plan_one_by_one(
     embed_base, embed_rank = table.embed_base, table.embed_rank
     # Per piece: its feature, output, the rows its output must have (E2, E3: checked
     # when read) and the rows it reads.
-    found: list[tuple[MultiModalFeature, torch.Tensor, int, int, int]] = []
+    found: list[tuple[MultiModalFeature, torch.Tensor, int, int, int, int]] = []
     stale: list[int] = []
     scheduled, prefill_lens = batch.num_scheduled_tokens.tolist(), batch.prefill_lens.tolist()
     query_start_loc, computed = batch.query_start_loc.tolist(), batch.num_computed_tokens.tolist()
@@ -128,16 +128,16 @@ def _plan_one_by_one(
             slot = query_start_loc[i] + offset + lo - s
             mask[slot : slot + hi - lo] = True if q < 0 else flags[q + lo : q + hi]
             embeds = length if q < 0 else int(embed_rank[q + length])
-            found.append((feature, output, embeds, span[0], span[1]))
+            found.append((feature, output, embeds, span[0], span[1], entry))
     if stale:
         return stale
     features = [piece[0] for piece in found]
-    rows = (np.array([piece[k] for piece in found], dtype=np.int64) for k in (3, 4, 2))
+    rows = (np.array([piece[k] for piece in found], dtype=np.int64) for k in (3, 4, 2, 5))
     identifiers, modalities = [f.identifier for f in features], [f.modality for f in features]
     outputs = [piece[1] for piece in found]
-    row_start, row_end, num_embeds = rows
+    row_start, row_end, num_embeds, entries = rows
     pieces = PlannedPieces(
-        outputs, identifiers, modalities, row_start, row_end, features, num_embeds
+        outputs, identifiers, modalities, row_start, row_end, features, num_embeds, entries
     )
     return MMGatherPlan(mask, pieces, arena)
 
@@ -244,16 +244,24 @@ def _plan_at_once(
         identifiers = list(itertools.compress(identifiers, found))
         outputs = list(itertools.compress(outputs, found))
     tensors: list[torch.Tensor] = outputs  # type: ignore[assignment]  # no None left
-    mask = _embed_mask(table, pairs, batch.total, batch.max_scheduled <= 1)
-    modalities: list[str] = table.modality[pairs.entry].tolist()
+    single = batch.max_scheduled <= 1  # every window, and so every piece, holds one row
+    mask = _embed_mask(table, pairs, batch.total, single)
     # E2, E3: the outputs are checked against their features when their rows are read
     # (pieces(), rows()), a copy in the arena once: checking them here cost the decode
     # step at 1,024 requests 0.47 ms of a 1.15 ms plan.
     features, num_embeds = table.feature[pairs.entry], table.num_embeds[pairs.entry]
+    modalities = table.modality[pairs.entry]  # listed by pieces() only
     pieces = PlannedPieces(
-        tensors, identifiers, modalities, pairs.row_start, pairs.row_end, features, num_embeds
+        tensors,
+        identifiers,
+        modalities,
+        pairs.row_start,
+        pairs.row_end,
+        features,
+        num_embeds,
+        pairs.entry,
     )
-    return MMGatherPlan(mask, pieces, arena)
+    return MMGatherPlan(mask, pieces, arena, len(tensors) if single else None)
 
 
 def _decode_entries(table: FeatureTable, lanes: BatchLanes, requests: _I64, keys: _I64) -> _I64:
