@@ -5,7 +5,8 @@
 request's window overlaps: its (request, feature) *pairs*; a pair whose window holds an
 embed position is a *piece*. A step of few requests and pairs is planned one by one in
 Python (:func:`_plan_one_by_one`), others by whole-array operations (:func:`_plan_at_once`).
-Both give the same plan.
+A realtime decode step whose every window lies in a feature takes a shorter route of
+whole-array operations (:func:`_plan_realtime_decode`). All give the same plan.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def plan_gather(
     """
     lanes = table.sync(cache.mm_features, req_ids)
     planned = None
-    if batch.max_scheduled > 1 and batch.num_reqs <= _FEW_REQUESTS:
+    if is_realtime and batch.max_scheduled == 1 == batch.min_scheduled:
+        planned = _plan_realtime_decode(table, arena, cache, batch, lanes)
+    elif batch.max_scheduled > 1 and batch.num_reqs <= _FEW_REQUESTS:
         planned = _plan_one_by_one(table, arena, cache, req_ids, batch, lanes, is_realtime)
     if planned is None:
         planned = _plan_at_once(table, arena, cache, req_ids, batch, lanes, is_realtime)
@@ -140,6 +143,58 @@ def _plan_one_by_one(
         outputs, identifiers, modalities, row_start, row_end, features, num_embeds, entries
     )
     return MMGatherPlan(mask, pieces, arena)
+
+
+def _plan_realtime_decode(
+    table: FeatureTable,
+    arena: EncoderOutputArena,
+    cache: EncoderCache,
+    batch: CheckedBatch,
+    lanes: BatchLanes,
+) -> MMGatherPlan | list[int] | None:
+    """A realtime decode step (one token per request) whose every window lies in a
+    feature without ``is_embed``, with its output cached: the plan, with a third of the
+    array operations of :func:`_plan_at_once` (no request or pair is dropped, so none
+    is selected); the batch indices of the stale requests (C2); or ``None`` for any
+    other step, which :func:`_plan_at_once` plans. Side by side (``--against``), the
+    plan took 38 µs instead of 52 on 64 streams, 0.37 ms instead of 0.42 on 1,024."""
+    if table.has_masks:
+        return None
+    # G1, G3: request i covers the one position s = num_computed_tokens[i] + L, at slot
+    # query_start_loc[i]; its feature is the one whose placeholder holds s.
+    starts = batch.window_starts
+    keys = lanes.origin + starts
+    if batch.num_reqs >= 256:
+        entry = _decode_entries(table, lanes, np.arange(batch.num_reqs), keys)
+    else:
+        entry = table.lane_end.searchsorted(keys, side="right")
+    if not bool((table.lane_start[entry] <= keys).all()):
+        return None  # a window on no feature: no piece for it, planned at once
+    # C2: a one-position window that meets a feature lies inside it, and in a sorted
+    # list of disjoint placeholders no other item can reach it.
+    stale = table.changed(lanes, np.arange(batch.num_reqs), entry, whole_batch=True)
+    if stale:
+        return stale
+    identifiers: list[str] = table.identifier[entry].tolist()
+    outputs = list(map(cache.encoder_outputs.get, identifiers))
+    if not all(map(operator.is_not, outputs, itertools.repeat(None))):
+        return None  # G7: a miss raises or falls back, planned at once
+    tensors: list[torch.Tensor] = outputs  # type: ignore[assignment]  # no None left
+    # G4: every slot takes a row. G5: position p of a placeholder without is_embed uses
+    # output row p - offset.
+    mask = np.ones(batch.total, dtype=np.bool_)
+    row_start = starts - table.offset[entry]
+    pieces = PlannedPieces(
+        tensors,
+        identifiers,
+        table.modality[entry],  # listed by pieces() only
+        row_start,
+        row_start + 1,
+        table.feature[entry],
+        table.num_embeds[entry],
+        entry,
+    )
+    return MMGatherPlan(mask, pieces, arena, batch.num_reqs)
 
 
 class _Pairs(NamedTuple):

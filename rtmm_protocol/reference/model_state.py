@@ -149,7 +149,7 @@ class ReferenceModelState:
         # R2: the rows packed as one tensor, in slot order (a merge that concatenates the
         # pieces gets the same values). R3: realtime decode gathers like any step (G3).
         rows = plan.rows_into(self._rows[: plan.num_rows])  # the state's buffer fits
-        mask = plan.is_mm_embed.to(self.device)
+        mask = plan.is_mm_embed if self.device.type == "cpu" else plan.is_mm_embed.to(self.device)
         merged = self.model.embed_input_ids(
             input_batch.input_ids[:num_tokens], [rows] if plan.num_rows else [], mask
         )
