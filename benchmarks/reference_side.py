@@ -48,7 +48,7 @@ class ReferenceSide:
             arena_rows=max(1, workload.cached_rows),
         )
         self.runner = self.state.encoder_runner
-        self._rows_out = torch.empty(
+        self.rows_out = torch.empty(
             max_rows, workload.hidden_size, dtype=workload.dtype, device=workload.device
         )
 
@@ -59,7 +59,7 @@ class ReferenceSide:
     def rows(self, args: tuple[Any, ...]) -> torch.Tensor:
         """The plan, then its rows in slot order, into the reused buffer."""
         plan = self.runner.plan_mm_gather(*args)
-        return plan.rows(out=self._rows_out[: plan.num_rows])
+        return plan.rows(out=self.rows_out[: plan.num_rows])
 
     def checks(self, batch: ReferenceInputBatch) -> None:
         """The input checks a validating state makes on each step (SPEC E1, E2), which
