@@ -151,3 +151,16 @@ def test_slots_are_forgotten_when_copies_move_to_make_room() -> None:
     big = _tensor(4, 4.0)  # room is made: kept's copy moves to rows 0 and 1, big's follows
     assert torch.equal(_at_slots(arena, [big], [2]), big)
     assert torch.equal(_at_slots(arena, [kept], [1]), kept)
+
+
+def test_slots_are_forgotten_when_a_call_moves_copies_then_finds_no_room() -> None:
+    arena = _arena(6)
+    dropped, kept = _tensor(2, 2.0), _tensor(2, 1.0)
+    _at_slots(arena, [dropped, kept], [0, 1])  # kept's copy at rows 2 and 3
+    del dropped
+    gc.collect()
+    filler = _tensor(2, 9.0)
+    _at_slots(arena, [filler], [3])  # rows 4 and 5: the arena is full
+    with pytest.raises(ArenaFullError):  # room is made (kept moves to rows 0 and 1)...
+        _at_slots(arena, [kept, _tensor(3, 3.0), _tensor(3, 4.0)], [1, 2, 4])  # ...too little
+    assert torch.equal(_at_slots(arena, [kept], [1]), kept)  # found where it is now

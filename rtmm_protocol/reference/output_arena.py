@@ -106,9 +106,7 @@ class EncoderOutputArena:
             return np.divmod(self._slot_span[slots], self._stride)
         moves = self._moves
         starts, rows = self._locate_by_id(identifiers, outputs, check)
-        if self._moves != moves:  # copies moved: every slot's span is stale
-            self._slot_key[:] = 0
-            self._slots_of.clear()
+        if self._moves != moves:  # copies moved: every slot was forgotten (_copy_in)
             hit[:] = False
         self._slot_key[slots], self._slot_version[slots] = keys, versions
         self._slot_span[slots] = starts * self._stride + rows
@@ -158,6 +156,8 @@ class EncoderOutputArena:
             for gone in [k for k in self._spans if k not in needed]:
                 self._drop(gone)
             self._end, self._moves = 0, self._moves + 1
+            self._slot_key[:] = 0  # every slot's span may be stale now, even if this
+            self._slots_of.clear()  # call fails for want of room
             for kept, span in sorted(self._spans.items(), key=lambda item: item[1]):
                 start, length = divmod(span, self._stride)  # moving down: a clone first,
                 moved = self.storage[start : start + length].clone()  # rows may overlap
