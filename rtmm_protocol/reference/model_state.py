@@ -158,6 +158,7 @@ class ReferenceModelState:
                 f"model.embed_input_ids returned shape {tuple(merged.shape)}, expected "
                 f"({num_tokens}, {self.hidden_size})"
             )
-        with torch.no_grad():  # the buffer holds values, never a link into an autograd graph
-            self.inputs_embeds[:num_tokens].copy_(merged)
+        if merged.requires_grad:  # the buffer holds values, never a link into a graph
+            merged = merged.detach()  # (cheaper than entering no_grad on every step)
+        self.inputs_embeds[:num_tokens].copy_(merged)
         return self.inputs_embeds[:padded]  # R2, D2: a view of the one buffer
