@@ -13,7 +13,7 @@ import torch
 from benchmarks.scenarios import VOCAB_SIZE, Workload
 from rtmm_protocol.reference import ReferenceModelState
 from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
-from rtmm_protocol.validation import check_feature_list, check_input_batch
+from rtmm_protocol.validation import check_input_batch
 
 __all__ = ["ReferenceSide", "toy_model"]
 
@@ -48,7 +48,7 @@ class ReferenceSide:
             arena_rows=max(1, workload.cached_rows),
         )
         self.runner = self.state.encoder_runner
-        self._rows_out = torch.empty(
+        self.rows_out = torch.empty(
             max_rows, workload.hidden_size, dtype=workload.dtype, device=workload.device
         )
 
@@ -59,18 +59,18 @@ class ReferenceSide:
     def rows(self, args: tuple[Any, ...]) -> torch.Tensor:
         """The plan, then its rows in slot order, into the reused buffer."""
         plan = self.runner.plan_mm_gather(*args)
-        return plan.rows(out=self._rows_out[: plan.num_rows])
+        return plan.rows(out=self.rows_out[: plan.num_rows])
 
     def checks(self, batch: ReferenceInputBatch) -> None:
         """The input checks a validating state makes on each step (SPEC E1, E2), which
         ``validate=False`` skips: the batch's (``get_mm_embeddings``), then every listed
-        request's features (``EncoderRunner.plan_checked``)."""
+        request's features (``EncoderRunner.check_feature_lists``, as
+        ``EncoderRunner.plan_checked`` runs it)."""
         known = self.cache.mm_features
         check_input_batch(
             batch, 0, max_num_tokens=self.state.max_num_tokens, validate=True, known_req_ids=known
         )
-        for req_id in batch.req_ids:
-            check_feature_list(req_id, known.get(req_id, ()))
+        self.runner.check_feature_lists(batch.req_ids)
 
     def step(self, batch: ReferenceInputBatch) -> torch.Tensor | None:
         """The whole real step: nothing to encode (all cached), gather, merge."""

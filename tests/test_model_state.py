@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 import torch
 from support.recording_dict import RecordingDict
@@ -249,6 +251,31 @@ def test_r2_returns_the_buffer_prefix_holding_the_eager_merge(realtime: bool, pa
     assert is_mm_embed.tolist() == [False, True, True, True, False, True, True, True, False, False]
     assert not torch.equal(out[:10][is_mm_embed], plain[is_mm_embed])
     assert torch.equal(out[:10][~is_mm_embed], plain[~is_mm_embed])
+
+
+def test_r2_a_merge_with_autograd_history_leaves_the_buffer_plain_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state, model, _ = make_state(realtime=True, max_num_tokens=MAX, hidden_size=HIDDEN)
+    _register_prefill_requests(state)
+    weight = torch.ones(HIDDEN, requires_grad=True)
+    merge = model.embed_input_ids
+
+    def merged_with_history(
+        input_ids: torch.Tensor,
+        multimodal_embeddings: Sequence[torch.Tensor] | None = None,
+        is_multimodal: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return merge(input_ids, multimodal_embeddings, is_multimodal) * weight
+
+    monkeypatch.setattr(model, "embed_input_ids", merged_with_history)
+    out = state.get_mm_embeddings(_ALL_SCHEDULED, _prefill_batch())
+    assert out is not None
+    assert not out.requires_grad
+    assert out.grad_fn is None
+    full = state.dummy_inputs_embeds(MAX)
+    assert full is not None
+    assert not full.requires_grad
 
 
 def test_r2_second_step_overwrites_the_same_rows() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import pytest
 import torch
 
@@ -100,3 +101,66 @@ def test_room_is_made_from_copies_the_call_does_not_need() -> None:
 def test_sizes_are_checked_by_name() -> None:
     with pytest.raises(ValueError, match="arena_rows must be a positive int"):
         _arena(0)
+
+
+def _at_slots(
+    arena: EncoderOutputArena, outputs: list[torch.Tensor], slots: list[int]
+) -> torch.Tensor:
+    """The rows of each output's copy, located through ``slots`` (as the planner does)."""
+    names = [f"o{k}" for k in range(len(outputs))]
+    starts, rows = arena.locate(names, outputs, slots=np.array(slots, dtype=np.int64))
+    assert rows.tolist() == [int(output.shape[0]) for output in outputs]
+    return torch.cat([arena.storage[a : a + n] for a, n in zip(starts, rows, strict=True)])
+
+
+def test_slots_answer_again_while_tensors_and_versions_stay() -> None:
+    arena = _arena(8)
+    a, b = _tensor(2, 1.0), _tensor(2, 2.0)
+    assert torch.equal(_at_slots(arena, [a, b], [5, 3000]), torch.cat([a, b]))
+    arena.storage.zero_()  # answered from the slots: no copy is made again
+    assert torch.equal(_at_slots(arena, [a, b], [5, 3000]), torch.zeros(4, HIDDEN))
+    b += 1  # C2: a write in place is seen through the slot
+    assert torch.equal(_at_slots(arena, [a, b], [5, 3000])[2:], _tensor(2, 3.0))
+    c = _tensor(2, 7.0)  # another tensor under a remembered slot
+    assert torch.equal(_at_slots(arena, [c, b], [5, 3000])[:2], c)
+
+
+def test_a_slot_whose_tensor_died_is_not_trusted_for_a_tensor_with_its_id() -> None:
+    arena = _arena(16)
+    gone = _tensor(2, 1.0)
+    _at_slots(arena, [gone], [0])
+    key = id(gone)
+    del gone
+    gc.collect()
+    # Whatever tensor is found there next (its id may be the dead one's), it is copied.
+    for value in range(1, 6):
+        fresh = _tensor(2, 10.0 + value)
+        assert torch.equal(_at_slots(arena, [fresh], [0]), fresh)
+        if id(fresh) == key:
+            break
+        del fresh
+        gc.collect()
+
+
+def test_slots_are_forgotten_when_copies_move_to_make_room() -> None:
+    arena = _arena(6)
+    dropped, kept = _tensor(2, 2.0), _tensor(2, 1.0)
+    _at_slots(arena, [dropped, kept], [0, 1])  # kept's copy at rows 2 and 3
+    del dropped
+    gc.collect()
+    big = _tensor(4, 4.0)  # room is made: kept's copy moves to rows 0 and 1, big's follows
+    assert torch.equal(_at_slots(arena, [big], [2]), big)
+    assert torch.equal(_at_slots(arena, [kept], [1]), kept)
+
+
+def test_slots_are_forgotten_when_a_call_moves_copies_then_finds_no_room() -> None:
+    arena = _arena(6)
+    dropped, kept = _tensor(2, 2.0), _tensor(2, 1.0)
+    _at_slots(arena, [dropped, kept], [0, 1])  # kept's copy at rows 2 and 3
+    del dropped
+    gc.collect()
+    filler = _tensor(2, 9.0)
+    _at_slots(arena, [filler], [3])  # rows 4 and 5: the arena is full
+    with pytest.raises(ArenaFullError):  # room is made (kept moves to rows 0 and 1)...
+        _at_slots(arena, [kept, _tensor(3, 3.0), _tensor(3, 4.0)], [1, 2, 4])  # ...too little
+    assert torch.equal(_at_slots(arena, [kept], [1]), kept)  # found where it is now

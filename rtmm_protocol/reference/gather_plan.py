@@ -30,15 +30,17 @@ _BLOCK_ROWS = 8
 class PlannedPieces(NamedTuple):
     """A plan's pieces in slot order: piece ``k`` is ``outputs[k][row_start[k]:row_end[k]]``,
     ``outputs[k]`` what the cache held under ``identifiers[k]`` for ``features[k]`` when
-    planned, checked (E2, E3) against its ``num_embeds[k]`` rows when its rows are read."""
+    planned, checked (E2, E3) against its ``num_embeds[k]`` rows when its rows are read;
+    ``entries[k]`` is its feature's entry in the feature table."""
 
     outputs: list[torch.Tensor]
     identifiers: list[str]
-    modalities: list[str]
+    modalities: Sequence[str] | npt.NDArray[np.object_]
     row_start: _I64
     row_end: _I64
     features: Sequence[MultiModalFeature] | npt.NDArray[np.object_]
     num_embeds: _I64
+    entries: _I64  # the feature table's entries: where the arena remembers each output
 
 
 class MMGatherPlan:
@@ -50,11 +52,17 @@ class MMGatherPlan:
     """
 
     def __init__(
-        self, is_mm_embed: npt.NDArray[np.bool_], pieces: PlannedPieces, arena: EncoderOutputArena
+        self,
+        is_mm_embed: npt.NDArray[np.bool_],
+        pieces: PlannedPieces,
+        arena: EncoderOutputArena,
+        num_rows: int | None = None,
     ) -> None:
         #: SPEC G4: a CPU bool tensor over the scheduled tokens, True where a row lands.
         self.is_mm_embed = torch.from_numpy(is_mm_embed)
         self._pieces, self._arena = pieces, arena
+        if num_rows is not None:  # known to the planner (a decode step: one row a piece)
+            self.__dict__["num_rows"] = num_rows
 
     @property
     def slots(self) -> torch.Tensor:
@@ -71,7 +79,10 @@ class MMGatherPlan:
         ``ValueError`` naming the identifier of an output no gather can use (E2, E3)."""
         _check_outputs(self._pieces, self._arena)
         views = self._views()
-        for view, modality in zip(views, self._pieces.modalities, strict=True):
+        modalities = self._pieces.modalities
+        if isinstance(modalities, np.ndarray):  # listed here: rows() never needs them
+            modalities = modalities.tolist()
+        for view, modality in zip(views, modalities, strict=True):
             view.modality = modality  # type: ignore[attr-defined]  # SPEC G6 attribute
         return views
 
@@ -84,17 +95,24 @@ class MMGatherPlan:
         :class:`~rtmm_protocol.reference.output_arena.ArenaFullError` when the arena
         cannot hold the outputs of short pieces together.
         """
-        arena, pieces = self._arena, self._pieces
-        storage = arena.storage
-        shape = (self.num_rows, arena.hidden_size)
-        block = self.num_rows >= _BLOCK_ROWS * len(pieces.outputs)
-        starts = None if block or not self.num_rows else self._arena_starts()
-        if block:
-            _check_outputs(pieces, arena)
+        storage = self._arena.storage
+        shape = (self.num_rows, self._arena.hidden_size)
         if out is None:
             out = torch.empty(shape, dtype=storage.dtype, device=storage.device)
         else:
             check_rows_out(out, shape, storage)
+        return self.rows_into(out)
+
+    def rows_into(self, out: torch.Tensor) -> torch.Tensor:
+        """:meth:`rows` into an ``out`` its caller made to fit (contiguous, of
+        ``(num_rows, hidden_size)``, the arena's dtype and device, no grad): a state's
+        own buffer, which it need not have checked every step."""
+        arena, pieces = self._arena, self._pieces
+        storage = arena.storage
+        block = self.num_rows >= _BLOCK_ROWS * len(pieces.outputs)
+        starts = None if block or not self.num_rows else self._arena_starts()
+        if block:
+            _check_outputs(pieces, arena)
         if not self.num_rows:
             return out
         if block:
@@ -126,7 +144,7 @@ class MMGatherPlan:
         def check(k: int) -> None:  # E2, E3: what a copy is taken from
             check_encoder_output(pieces.features[k], outputs[k], arena.hidden_size, device=device)
 
-        starts, rows = arena.locate(identifiers, outputs, check)
+        starts, rows = arena.locate(identifiers, outputs, check, slots=pieces.entries)
         for k in np.flatnonzero(rows != pieces.num_embeds).tolist():
             check(k)  # E3; else a current copy of another length: the data was swapped
             raise RuntimeError(f"encoder output of {identifiers[k]!r} changed without a write")

@@ -148,8 +148,8 @@ class ReferenceModelState:
         assert self._rows is not None  # allocated with the buffer
         # R2: the rows packed as one tensor, in slot order (a merge that concatenates the
         # pieces gets the same values). R3: realtime decode gathers like any step (G3).
-        rows = plan.rows(out=self._rows[: plan.num_rows])
-        mask = plan.is_mm_embed.to(self.device)
+        rows = plan.rows_into(self._rows[: plan.num_rows])  # the state's buffer fits
+        mask = plan.is_mm_embed if self.device.type == "cpu" else plan.is_mm_embed.to(self.device)
         merged = self.model.embed_input_ids(
             input_batch.input_ids[:num_tokens], [rows] if plan.num_rows else [], mask
         )
@@ -158,6 +158,7 @@ class ReferenceModelState:
                 f"model.embed_input_ids returned shape {tuple(merged.shape)}, expected "
                 f"({num_tokens}, {self.hidden_size})"
             )
-        with torch.no_grad():  # the buffer holds values, never a link into an autograd graph
-            self.inputs_embeds[:num_tokens].copy_(merged)
+        if merged.requires_grad:  # the buffer holds values, never a link into a graph
+            merged = merged.detach()  # (cheaper than entering no_grad on every step)
+        self.inputs_embeds[:num_tokens].copy_(merged)
         return self.inputs_embeds[:padded]  # R2, D2: a view of the one buffer
