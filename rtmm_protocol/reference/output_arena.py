@@ -105,16 +105,27 @@ class EncoderOutputArena:
         hit = (self._slot_key[slots] == keys) & (self._slot_version[slots] == versions)
         if hit.all():
             return np.divmod(self._slot_span[slots], self._stride)
-        moves = self._moves
-        starts, rows = self._locate_by_id(identifiers, outputs, check)
-        if self._moves != moves:  # copies moved: every slot was forgotten (_copy_in)
-            hit[:] = False
-        self._slot_key[slots], self._slot_version[slots] = keys, versions
-        self._slot_span[slots] = starts * self._stride + rows
+        # Only the outputs the slots did not answer are looked up by id (a decode step
+        # whose streams enter new features misses a few of them, not all).
         missed = np.flatnonzero(~hit)
+        moves = self._moves
+        spans = self._slot_span[slots]
+        all_keys = keys.tolist()
+        needed = set(all_keys)
+        for k in missed.tolist():
+            if self._versions.get(all_keys[k]) != versions[k]:
+                if check is not None:
+                    check(k)
+                self._copy_in(identifiers[k], outputs[k], needed)
+        if self._moves != moves:  # copies moved: every slot was forgotten (_copy_in)
+            missed = np.arange(n)
+        spans[missed] = [self._spans[key] for key in keys[missed].tolist()]
+        self._slot_key[slots[missed]] = keys[missed]
+        self._slot_version[slots[missed]] = versions[missed]
+        self._slot_span[slots[missed]] = spans[missed]
         for key, slot in zip(keys[missed].tolist(), slots[missed].tolist(), strict=True):
             self._slots_of.setdefault(key, set()).add(slot)
-        return starts, rows
+        return np.divmod(spans, self._stride)
 
     def _locate_by_id(
         self,
