@@ -112,7 +112,7 @@ class EncoderOutputArena:
         spans = self._slot_span[slots]
         all_keys = keys.tolist()
         needed = set(all_keys)
-        for k in missed.tolist():
+        for k in map(int, missed):
             if self._versions.get(all_keys[k]) != versions[k]:
                 if check is not None:
                     check(k)
