@@ -256,9 +256,10 @@ _CHECK_MODULES = {
 #: was grouped by concern and trimmed), above the 3,500 it aims for.
 HARNESS_BUDGET = 4_677
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
-#: is 1,400 (1,199 before the decode path's second round: the arena's copies remembered in
-#: arrays, feature lists rechecked only where they changed, the realtime decode route).
-REFERENCE_BUDGET = 1_400
+#: is 1,409 (1,199 before the decode path's second round: the arena's copies remembered in
+#: arrays and looked up by id only where a slot missed, feature lists rechecked only where
+#: they changed, the realtime decode route).
+REFERENCE_BUDGET = 1_409
 
 
 def _lines(files: Iterable[Path], root: Path) -> dict[str, int]:

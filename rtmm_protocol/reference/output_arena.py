@@ -105,25 +105,23 @@ class EncoderOutputArena:
         hit = (self._slot_key[slots] == keys) & (self._slot_version[slots] == versions)
         if hit.all():
             return np.divmod(self._slot_span[slots], self._stride)
-        # Only the outputs the slots did not answer are looked up by id (a decode step
-        # whose streams enter new features misses a few of them, not all).
-        missed = np.flatnonzero(~hit)
-        moves = self._moves
-        spans = self._slot_span[slots]
-        all_keys = keys.tolist()
-        needed = set(all_keys)
+        # Only the outputs the slots did not answer are looked up by id (continuous decode
+        # misses the streams entering a new feature, not the others).
+        missed, moves, spans = np.flatnonzero(~hit), self._moves, self._slot_span[slots]
+        listed = keys.tolist()
+        needed = set(listed)
         for k in map(int, missed):
-            if self._versions.get(all_keys[k]) != versions[k]:
+            if self._versions.get(listed[k]) != versions[k]:
                 if check is not None:
                     check(k)
                 self._copy_in(identifiers[k], outputs[k], needed)
         if self._moves != moves:  # copies moved: every slot was forgotten (_copy_in)
             missed = np.arange(n)
-        spans[missed] = [self._spans[key] for key in keys[missed].tolist()]
-        self._slot_key[slots[missed]] = keys[missed]
-        self._slot_version[slots[missed]] = versions[missed]
-        self._slot_span[slots[missed]] = spans[missed]
-        for key, slot in zip(keys[missed].tolist(), slots[missed].tolist(), strict=True):
+        missed_keys, missed_slots = keys[missed], slots[missed]
+        spans[missed] = [self._spans[key] for key in missed_keys.tolist()]
+        self._slot_key[missed_slots], self._slot_span[missed_slots] = missed_keys, spans[missed]
+        self._slot_version[missed_slots] = versions[missed]
+        for key, slot in zip(missed_keys.tolist(), missed_slots.tolist(), strict=True):
             self._slots_of.setdefault(key, set()).add(slot)
         return np.divmod(spans, self._stride)
 
