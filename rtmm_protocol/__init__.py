@@ -25,12 +25,14 @@ if TYPE_CHECKING:
     from rtmm_protocol.protocols import (
         InputBatch,
         MMEmbeddingGatherer,
+        ModelInputsHooks,
         ModelState,
         MultiModalModel,
         TextModel,
     )
     from rtmm_protocol.realtime import SupportsRealtime, supports_realtime
     from rtmm_protocol.types import IntArray
+    from rtmm_protocol.vllm_protocols import VllmInputBatch, VllmModelState
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -39,12 +41,15 @@ __all__ = [
     "InputBatch",
     "IntArray",
     "MMEmbeddingGatherer",
+    "ModelInputsHooks",
     "ModelState",
     "MultiModalFeature",
     "MultiModalModel",
     "PlaceholderRange",
     "SupportsRealtime",
     "TextModel",
+    "VllmInputBatch",
+    "VllmModelState",
     "__version__",
     "supports_realtime",
     "with_modality",
@@ -57,12 +62,15 @@ _EXPORTS = {
     "InputBatch": "rtmm_protocol.protocols",
     "IntArray": "rtmm_protocol.types",
     "MMEmbeddingGatherer": "rtmm_protocol.protocols",
+    "ModelInputsHooks": "rtmm_protocol.protocols",
     "ModelState": "rtmm_protocol.protocols",
     "MultiModalFeature": "rtmm_protocol.feature",
     "MultiModalModel": "rtmm_protocol.protocols",
     "PlaceholderRange": "rtmm_protocol.placeholder",
     "SupportsRealtime": "rtmm_protocol.realtime",
     "TextModel": "rtmm_protocol.protocols",
+    "VllmInputBatch": "rtmm_protocol.vllm_protocols",
+    "VllmModelState": "rtmm_protocol.vllm_protocols",
     "supports_realtime": "rtmm_protocol.realtime",
     "with_modality": "rtmm_protocol.modality",
 }

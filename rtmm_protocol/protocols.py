@@ -7,7 +7,7 @@ fields and properties all satisfy them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -16,10 +16,14 @@ from rtmm_protocol.types import IntArray
 __all__ = [
     "InputBatch",
     "MMEmbeddingGatherer",
+    "ModelInputsHooks",
     "ModelState",
     "MultiModalModel",
     "TextModel",
 ]
+
+#: The batch type a state's methods take (contravariant: a parameter).
+BatchT_contra = TypeVar("BatchT_contra", contravariant=True)
 
 
 @runtime_checkable
@@ -152,4 +156,29 @@ class ModelState(Protocol):
         an implementation whose parameter has none conforms, and it is typed ``Any``, so an
         implementation annotated with its engine's request-state class conforms too.
         """
+        ...
+
+
+@runtime_checkable
+class ModelInputsHooks(Protocol[BatchT_contra]):
+    """Where a state hands the model inputs of its own (SPEC M1), optional for a state.
+
+    A real step's model inputs are what the state's merge returns, overridden by the
+    entries of ``prepare_inputs``; a CUDA graph is captured on ``prepare_dummy_inputs``.
+    A state with these hooks is judged on the ``inputs_embeds`` the model receives
+    through them.
+
+    Generic in the batch type, because a parameter is contravariant: a state whose
+    ``prepare_inputs`` takes its engine's own batch class cannot accept *any*
+    :class:`InputBatch`, so ``ModelInputsHooks[InputBatch]`` would reject it. Write
+    ``ModelInputsHooks[MyBatch]`` with the batch class the state takes.
+    """
+
+    def prepare_inputs(self, input_batch: BatchT_contra, req_states: Any) -> dict[str, Any]:
+        """Model inputs of this step that replace the runner's own (``inputs_embeds``,
+        ``positions``...)."""
+        ...
+
+    def prepare_dummy_inputs(self, num_reqs: int, num_tokens: int) -> dict[str, Any]:
+        """Model inputs of a dummy run of ``num_tokens`` tokens (CUDA-graph capture)."""
         ...

@@ -20,13 +20,19 @@ from rtmm_conformance.checks.stateful import life_machine
 from rtmm_conformance.clauses import CLAUSES
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.context import Factory, Mode
+from rtmm_conformance.driving.engine import engine_of
 from rtmm_conformance.driving.factories import Target, factory_name_of, load_target
 from rtmm_conformance.pytest_outcome import raise_verdict
 from rtmm_conformance.reporting.judge import judge
 from rtmm_conformance.reporting.report import ConformanceReport, build_report
 from rtmm_conformance.reporting.xfail import XfailFile, parse_xfail_file
 from rtmm_conformance.results import CheckResult
-from rtmm_conformance.running.runner import PlannedCheck, SuiteRunner, open_runner
+from rtmm_conformance.running.runner import (
+    PlannedCheck,
+    SuiteRunner,
+    open_runner,
+    with_target_configuration,
+)
 from rtmm_conformance.running.verdict import probe_target
 from rtmm_conformance.settings import RunSettings, SettingOptions
 from rtmm_protocol.testing.scenario import GatherScenario
@@ -155,7 +161,9 @@ def _check_run_here(
 ) -> CheckRun:
     """A check's run in this process, as a failure's replay snippet needs it."""
     target = resolve_target(factory)
-    settings = RunSettings(device=device, dtype=dtype, seed=seed, isolation="off")
+    settings = with_target_configuration(
+        RunSettings(device=device, dtype=dtype, seed=seed, isolation="off"), target
+    )
     probe = probe_target(target.factory, settings)
     if probe.kind is None:
         raise ValueError(f"cannot tell the target's kind: {probe.note}")
@@ -166,6 +174,7 @@ def _check_run_here(
         settings=settings,
         mode=mode,
         kind=probe.kind,
+        engine=engine_of(target.factory),
     )
 
 

@@ -14,8 +14,10 @@ __all__ = [
     "CLAUSES",
     "DEFAULT_SINCE",
     "DEFAULT_KINDS",
+    "KIND_NAMES",
     "LEVELS",
     "PROFILES",
+    "STATE_KINDS",
     "TARGET_KINDS",
     "Area",
     "CheckInfo",
@@ -35,10 +37,20 @@ Level = Literal["MUST", "SHOULD"]
 Profile = Literal["contract", "robustness"]
 #: Spec areas the checks are grouped by, each the module ``checks/<area>.py``, in report order.
 Area = Literal[
-    "signatures", "gather", "stateful", "changes", "dummy_run", "real_path", "cuda_graphs", "errors"
+    "signatures",
+    "gather",
+    "stateful",
+    "changes",
+    "dummy_run",
+    "model_inputs",
+    "real_path",
+    "cuda_graphs",
+    "errors",
 ]
-#: The two kinds of object a factory may return.
-TargetKind = Literal["model_state", "gatherer"]
+#: The kinds of object a factory may return: a ModelState that hands the model
+#: ``inputs_embeds``, a ModelState whose model takes encoder outputs by cross-attention
+#: (SPEC M2: no ``inputs_embeds`` at all), or a runner-level gatherer.
+TargetKind = Literal["model_state", "cross_attention", "gatherer"]
 
 #: Requirement levels, strongest first.
 LEVELS: Final[tuple[Level, ...]] = get_args(Level)
@@ -83,6 +95,9 @@ CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
         "D3": "No encoder and no cache in dummy runs",
         "D4": "No allocation in dummy runs",
         "D5": "Over-size dummy runs",
+        "M1": "Judged on the model's inputs",
+        "M2": "Cross-attention states",
+        "M3": "States read their model",
         "R1": "Encoding the scheduled items",
         "R2": "Merged embeddings in the buffer",
         "R3": "Decode steps",
@@ -97,8 +112,19 @@ CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
 )
 
 
+#: The kinds whose targets are ModelStates (checked through the ModelState Protocol).
+STATE_KINDS: Final[tuple[TargetKind, ...]] = ("model_state", "cross_attention")
+#: What a report calls each kind of target.
+KIND_NAMES: Final[Mapping[TargetKind, str]] = types.MappingProxyType(
+    {
+        "model_state": "ModelState",
+        "cross_attention": "ModelState, cross-attention (SPEC M2)",
+        "gatherer": "MMEmbeddingGatherer",
+    }
+)
+
 #: Kinds of target and protocol version of a check whose decorator does not name them.
-DEFAULT_KINDS: Final[tuple[TargetKind, ...]] = ("model_state", "gatherer")
+DEFAULT_KINDS: Final[tuple[TargetKind, ...]] = TARGET_KINDS
 DEFAULT_SINCE: Final = "1.0"
 
 

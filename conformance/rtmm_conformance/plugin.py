@@ -19,6 +19,7 @@ from rtmm_conformance.settings import (
     USER_OPTIONS,
     RunSettings,
 )
+from rtmm_protocol.testing.model_configuration import CONFIG_OPTION, MODEL_ATTR_OPTION
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionInfo, TerminalRepr
@@ -86,6 +87,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "reported as inherited, not yours (a vllm:MODULE:CLASS target has one already)")
     add("--conformance-version", default=None, metavar="X",
         help="score against the requirement set of protocol version X (default: current)")
+    add(CONFIG_OPTION, default=None, metavar="PATH", dest="conformance_model_config",
+        help="the configuration of the model your state is built for, if it reads one when "
+        "built (model.config, vLLM's model_config.hf_config / hf_text_config): a "
+        "checkpoint's config.json or the folder holding it (its generation_config.json "
+        "is read too); the toy model carries it, with the suite's hidden size, vocabulary "
+        "and dtype (vLLM's own model states have theirs built in)")
+    add(MODEL_ATTR_OPTION, action="append", default=None, metavar="NAME=VALUE",
+        dest="conformance_model_attrs",
+        help="an attribute of the model your state reads when built, for example "
+        "token_lookback_depth=4 (VALUE is read as JSON, else as a string; NAME may be "
+        "dotted: model.specialized_decode_config=null); repeat for several")
     # fmt: on
 
 
@@ -195,7 +207,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if state is None:
         return None
     from rtmm_conformance.catalog import CHECKS, clauses_for
-    from rtmm_conformance.clauses import version_key
+    from rtmm_conformance.clauses import KIND_NAMES, version_key
 
     runner = state.runner
     settings, probe, env = runner.settings, runner.probe, runner.environment
@@ -205,10 +217,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         target = f"{state.target_name} (kind unknown: {probe.note})"
         applies = "all clauses (the basic checks will say what is wrong)"
     else:
-        kind = {"model_state": "ModelState", "gatherer": "MMEmbeddingGatherer"}[probe.kind]
-        target = f"{state.target_name} ({kind})"
+        target = f"{state.target_name} ({KIND_NAMES[probe.kind]})"
         own = list(clauses_for(probe.kind))
-        other = [c for c in clauses_for("model_state") if c not in own]
+        other = [c for c in dict.fromkeys(c.clause for c in CHECKS) if c not in own]
         applies = ", ".join(own) + (
             f"; not applicable to this kind of target: {', '.join(other)}" if other else ""
         )

@@ -5,10 +5,12 @@ is available would initialise CUDA here (the checks' process resolves ``"auto"``
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Final, TypedDict
 
 from rtmm_protocol._version import PROTOCOL_VERSION
+from rtmm_protocol.testing.model_configuration import ModelConfiguration, parse_attribute
 
 if TYPE_CHECKING:
     import torch
@@ -85,11 +87,22 @@ class RunSettings:
     shrink: bool = True
     #: Where checks run: one of :data:`ISOLATIONS` (``"fork"``, 0.1's name, means process).
     isolation: str = "auto"
+    #: The model's configuration (SPEC M3), for a state that reads it when it is built: a
+    #: checkpoint's ``config.json`` (or its folder), a mapping of its values or a
+    #: configuration object; kept as a :class:`ModelConfiguration`. ``None``: the toy
+    #: model's configuration holds only its sizes.
+    model_config: object = None
+    #: Attributes of the model the state reads: ``{"token_lookback_depth": 4}``, or
+    #: ``NAME=VALUE`` strings as the command line gives them; kept as (name, value) pairs.
+    model_attrs: Mapping[str, object] | Sequence[object] = ()
     hidden_size: int = 4
     max_num_tokens: int = 128
     max_num_reqs: int = 8
 
     def __post_init__(self) -> None:
+        if self.model_config is not None:
+            object.__setattr__(self, "model_config", ModelConfiguration.of(self.model_config))
+        object.__setattr__(self, "model_attrs", _attribute_pairs(self.model_attrs))
         device = "auto" if self.device is None else str(self.device)
         object.__setattr__(self, "device", device)
         object.__setattr__(self, "dtype", str(self.dtype).removeprefix("torch."))
@@ -121,6 +134,20 @@ class RunSettings:
         return ""
 
     @property
+    def attribute_pairs(self) -> tuple[tuple[str, object], ...]:
+        """The model attributes as (name, value) pairs (as ``__post_init__`` keeps them)."""
+        return _attribute_pairs(self.model_attrs)
+
+    @property
+    def configuration(self) -> ModelConfiguration | None:
+        """The model's configuration and attributes together (``None`` if neither is set)."""
+        attributes = dict(self.attribute_pairs)
+        if self.model_config is None:
+            return ModelConfiguration(attributes=attributes) if attributes else None
+        assert isinstance(self.model_config, ModelConfiguration)  # after __post_init__
+        return self.model_config.with_attributes(attributes)
+
+    @property
     def torch_device(self) -> torch.device:
         """The device as torch names it (after ``"auto"`` was resolved where checks run)."""
         import torch
@@ -150,7 +177,46 @@ class RunSettings:
 
     def summary(self) -> dict[str, object]:
         """The options a user sets, as JSON-ready data (as reports record them)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in USER_OPTIONS}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name in USER_OPTIONS}
+        config = self.model_config
+        values["model_config"] = (
+            config.describe() if isinstance(config, ModelConfiguration) else None
+        )
+        values["model_attrs"] = {name: _json_ready(value) for name, value in self.attribute_pairs}
+        return values
+
+
+def _attribute_pairs(attrs: object) -> tuple[tuple[str, object], ...]:
+    """Model attributes as (name, value) pairs, from a mapping or ``NAME=VALUE`` strings;
+    ``ValueError`` names a malformed one."""
+    pairs: list[tuple[str, object]] = []
+    if isinstance(attrs, Mapping):
+        for name, value in attrs.items():
+            parse_attribute(f"{name}=null")  # the name's checks
+            pairs.append((str(name), value))
+        return tuple(pairs)
+    if isinstance(attrs, (str, bytes)) or not isinstance(attrs, Sequence):
+        raise ValueError(
+            f"model_attrs must be a mapping of attribute names to values or NAME=VALUE "
+            f"strings, got {attrs!r}"
+        )
+    for item in attrs:
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            pairs.append((item[0], item[1]))
+        else:
+            pairs.append(parse_attribute(str(item)))
+    return tuple(pairs)
+
+
+def _json_ready(value: object) -> object:
+    """``value`` where JSON can hold it, else its description."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    return getattr(value, "description", None) or repr(value)
 
 
 class SettingOptions(TypedDict, total=False):
@@ -167,9 +233,12 @@ class SettingOptions(TypedDict, total=False):
     version: str
     shrink: bool
     isolation: str
+    model_config: object
+    model_attrs: Mapping[str, object] | Sequence[object]
 
 
 #: The options a user sets (the rest are the harness's sizes): reports record these.
 USER_OPTIONS: Final = (
-    "seed", "examples", "timeout_s", "strict", "fail_on", "version", "dtype", "device", "isolation"
+    "seed", "examples", "timeout_s", "strict", "fail_on", "version", "dtype", "device", "isolation",
+    "model_config", "model_attrs",
 )  # fmt: skip

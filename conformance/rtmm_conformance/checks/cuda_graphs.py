@@ -1,9 +1,11 @@
 """The CUDA-graph check (SPEC R4): capture on a dummy run, replay after the real path.
 
-The graph is captured around a small forward that reads ``dummy_inputs_embeds(n)``,
-the way an engine captures its model; after ``get_mm_embeddings`` fills the buffer for
-a real batch of ``n`` padded tokens, replaying the graph must give what the forward
-computes eagerly on the returned embeddings.
+The graph is captured around a small forward that reads what a dummy run hands the
+model, the way an engine captures its model: ``dummy_inputs_embeds(n)``, or for a state
+with the model-inputs hooks the ``inputs_embeds`` of ``prepare_dummy_inputs`` (SPEC M1).
+After a real step for a batch of ``n`` padded tokens (``get_mm_embeddings``, then
+``prepare_inputs``' overrides), replaying the graph must give what the forward computes
+eagerly on the embeddings the model receives.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import torch
 
 from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import CheckRun
+from rtmm_conformance.driving.model_inputs import capture_inputs
 from rtmm_conformance.driving.real_step import prepare_real_step
 from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.testing import comparisons
@@ -33,7 +36,7 @@ _GRAPH_STEP = GatherScenario(
 @check(
     "R4-cuda-graph-replay-matches-eager",
     "MUST",
-    "A CUDA graph captured on dummy_inputs_embeds(n) and replayed after get_mm_embeddings gives the eager forward's output.",
+    "A CUDA graph captured on a dummy run's inputs_embeds (dummy_inputs_embeds(n), or with the hooks prepare_dummy_inputs) and replayed after a real step gives the eager forward's output.",
     kinds=("model_state",),
     needs_cuda=True,
 )
@@ -51,12 +54,13 @@ def _graph_replay(run: CheckRun) -> None:
     def forward(embeds: torch.Tensor) -> torch.Tensor:
         return torch.tanh(embeds @ weight) + embeds
 
-    warm = run.call("dummy_inputs_embeds", target.dummy_inputs_embeds, n)  # type: ignore[attr-defined]
-    if not isinstance(warm, torch.Tensor):
+    warm_inputs = capture_inputs(run, target, n)
+    warm = warm_inputs.tensor()
+    if warm is None:
         raise CheckFailure(
-            "dummy_inputs_embeds did not return a tensor to capture on",
+            f"{warm_inputs.through} handed the model no inputs_embeds to capture on",
             expected=f"a tensor of shape ({n}, {ctx.hidden_size})",
-            seen=type(warm).__name__,
+            seen=type(warm_inputs.inputs_embeds).__name__,
         )
     side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]  # untyped in torch
     side.wait_stream(torch.cuda.current_stream(device))
@@ -67,15 +71,17 @@ def _graph_replay(run: CheckRun) -> None:
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
-            captured_input = target.dummy_inputs_embeds(n)  # type: ignore[attr-defined]
+            captured_input = capture_inputs(run, target, n).tensor()
+            if captured_input is None:
+                raise TypeError(f"{warm_inputs.through} handed no inputs_embeds during capture")
             captured_output = forward(captured_input)
     except Exception as error:
         raise CheckFailure(
             "capturing a CUDA graph around a dummy run failed",
-            expected="dummy_inputs_embeds to be capturable (no allocation, no host sync)",
+            expected=f"{warm_inputs.through} to be capturable (no allocation, no host sync)",
             seen=f"{type(error).__name__}: {error}",
         ) from error
-    real = step.get_mm_embeddings(run)
+    real = step.received(run)
     eager = forward(real)
     graph.replay()
     torch.cuda.synchronize(device)
@@ -86,6 +92,6 @@ def _graph_replay(run: CheckRun) -> None:
         worst = float((captured_output.float() - eager.float()).abs().max())
         raise CheckFailure(
             "replaying the graph captured on a dummy run does not give the eager output",
-            expected="the graph reads the buffer get_mm_embeddings wrote (same storage)",
+            expected="the graph reads the buffer the real step wrote (same storage)",
             seen=f"outputs differ by up to {worst:.3g}",
         )

@@ -174,7 +174,7 @@ def _store(
 
 
 def _gather_one_request(built: Built, run: CheckRun) -> object:
-    if built.kind == "model_state":
+    if built.kind != "gatherer":
         return _batch_call(False, scenario=_ONE_REQUEST)(built, run)
     return _gather_arrays(_ONE_REQUEST)(built, run)
 
@@ -389,7 +389,7 @@ def _no_truncation(run: CheckRun) -> None:
         faults.append(
             "an encoder output shorter than its placeholder's embed positions was accepted"
         )
-    if run.kind == "model_state":
+    if run.kind != "gatherer":
         built = run.build()
         top = getattr(built.target, "max_num_tokens", run.settings.max_num_tokens)
         with built.cache.paused():

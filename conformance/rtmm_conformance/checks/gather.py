@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from rtmm_conformance.checks import cases
 from rtmm_conformance.checks.registry import check
+from rtmm_conformance.clauses import STATE_KINDS
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.gather_call import GatherCall, Gathered, describe_error
 from rtmm_conformance.results import CheckFailure
@@ -418,7 +419,7 @@ def _mask_type_shape(run: CheckRun, scenario: GatherScenario) -> None:
                 f"shape {tuple(mask.shape)}"
                 + (
                     " (the padded count)"
-                    if call.kind == "model_state"
+                    if call.kind != "gatherer"
                     and tuple(mask.shape) == (call.total + padded.padding,)
                     else ""
                 )
@@ -736,7 +737,7 @@ def _inputs_unchanged(run: CheckRun, scenario: GatherScenario) -> None:
     "G10-state-matches-oracle",
     "MUST",
     "ModelState.gather_mm_embeddings(batch, L) equals the runner-level gather over the batch's fields (num_tokens, prefill_len_np, num_computed_tokens_np).",
-    kinds=("model_state",),
+    kinds=STATE_KINDS,
     strategy=_anything_with_misses,
     cases=cases.ANY_CASES,
     cross_cutting=True,

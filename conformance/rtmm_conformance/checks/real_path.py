@@ -8,6 +8,11 @@ gather, so a gather fault does not show up here, or with the merge of the oracle
 where the real path does not go through the state's gather method (vLLM's states merge
 the runner's gather), so a fault of that method alone does not either; R3 compares decode
 steps with the merge of the oracle's gather, which is what the clause is about.
+
+For a state with the model-inputs hooks (SPEC M1) the rows judged are those the model
+receives (``prepare_inputs``' ``inputs_embeds`` where it hands some), at the positions of
+the gather's mask only: the other rows are the state's own (token embeddings, or its own
+such as n-gram embeddings).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from hypothesis import strategies as st
 
 from rtmm_conformance.checks import cases
 from rtmm_conformance.checks.registry import check
+from rtmm_conformance.clauses import STATE_KINDS
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.gather_call import describe_error
+from rtmm_conformance.driving.model_inputs import has_hooks
 from rtmm_conformance.driving.real_step import RealStep, prepare_real_step
 from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.realtime import supports_realtime
@@ -61,9 +68,10 @@ def _own_gather_consistent(run: CheckRun, step: RealStep) -> bool:
         return False
 
 
-def _contract_merge(run: CheckRun, step: RealStep) -> torch.Tensor | None:
+def _contract_merge(run: CheckRun, step: RealStep) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The model's merge of the contract's gather (the oracle's) for the step, on the cache
-    as the step left it; ``None`` where that gather raises (an output is missing)."""
+    as the step left it, and its mask; ``None`` where that gather raises (an output is
+    missing)."""
     scenario = step.scenario
     cache = step.built.cache
     with cache.paused():
@@ -83,10 +91,11 @@ def _contract_merge(run: CheckRun, step: RealStep) -> torch.Tensor | None:
     if oracle.raises:
         return None
     pieces = [outputs[p.identifier][p.row_start : p.row_end] for p in oracle.pieces]
+    mask = oracle.mask_tensor()
     merged: torch.Tensor = step.model.embed_input_ids(
-        step.batch.input_ids[: step.batch.num_tokens], pieces, oracle.mask_tensor().to(run.device)
+        step.batch.input_ids[: step.batch.num_tokens], pieces, mask.to(run.device)
     )
-    return merged
+    return merged, mask
 
 
 def _cached(step: RealStep, identifier: str) -> torch.Tensor | None:
@@ -108,7 +117,22 @@ def _scheduled_new(step: RealStep) -> list[str]:
     ]
 
 
-def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | None:
+def _judged_rows(
+    step: RealStep, seen: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """The rows R2 and R3 judge, and their slots: every row of the step, or only those at
+    ``mask``'s True slots for a state with the hooks (SPEC M1)."""
+    n = step.batch.num_tokens
+    if not has_hooks(step.built.target):
+        return seen[:n], expected, list(range(n))
+    slots = mask.detach().to("cpu", torch.bool).nonzero().flatten()
+    index = slots.to(seen.device)
+    return seen[:n][index], expected[slots.to(expected.device)], slots.tolist()
+
+
+def _close(
+    run: CheckRun, seen: torch.Tensor, expected: torch.Tensor, slots: list[int] | None = None
+) -> str | None:
     tol = run.settings.tolerance
     seen32 = seen.detach().to("cpu", torch.float32)
     expected32 = expected.detach().to("cpu", torch.float32)
@@ -118,6 +142,8 @@ def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | N
     if not bool(bad.any()):
         return None
     rows = comparisons.nonzero(bad.any(dim=1)).flatten().tolist()
+    if slots is not None:
+        rows = [slots[row] for row in rows]
     worst = float((seen32 - expected32).abs().max())
     return (
         f"rows {rows[:8]}{' ...' if len(rows) > 8 else ''} differ (max abs diff {worst:.3g}, "
@@ -128,8 +154,8 @@ def _close(run: CheckRun, seen: torch.Tensor, expected: torch.Tensor) -> str | N
 @check(
     "R1-encodes-scheduled-items",
     "MUST",
-    "get_mm_embeddings runs the encoder for each scheduled item with data and caches its output under the identifier.",
-    kinds=("model_state",),
+    "get_mm_embeddings runs the encoder for each scheduled item with data and caches its output under the identifier (a cross-attention state, SPEC M2: runs it; caching is its choice).",
+    kinds=STATE_KINDS,
     strategy=_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -137,6 +163,7 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
     _, error = step.attempt()  # encoding comes first; a later failure is another clause's
     raised = f" (get_mm_embeddings raised {describe_error(error)})" if error else ""
+    caches = run.kind != "cross_attention"  # SPEC M2: caching is a cross-attention state's choice
     for identifier in _scheduled_new(step):
         # An empty input cannot be told apart from another empty one once the state has
         # batched or sliced it; for such an item the cached output below is the evidence.
@@ -147,6 +174,8 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
                 expected=f"model.embed_multimodal(**data) called for {identifier!r}",
                 seen="no encoder call with its inputs" + raised,
             ) from error
+        if not caches:
+            continue
         output = _cached(step, identifier)
         if output is None:
             raise CheckFailure(
@@ -168,7 +197,7 @@ def _encodes(run: CheckRun, scenario: GatherScenario) -> None:
     "R1-no-reencode",
     "MUST",
     "Items already cached, or whose data is None, are not encoded again.",
-    kinds=("model_state",),
+    kinds=STATE_KINDS,
     strategy=_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -197,6 +226,8 @@ def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
                 if part
             ),
         )
+    if run.kind == "cross_attention":
+        return  # SPEC M2: it need not cache, so a second step may encode again
     calls = len(log.calls)
     step.attempt()
     if len(log.calls) != calls:
@@ -217,12 +248,12 @@ def _no_reencode(run: CheckRun, scenario: GatherScenario) -> None:
 )
 def _padded_slice(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
-    result = step.get_mm_embeddings(run)
+    result = step.received(run)
     ctx = step.built.ctx
     wanted = (step.batch.num_tokens_after_padding, ctx.hidden_size)
     if tuple(result.shape) != wanted or result.dtype != ctx.dtype:
         raise CheckFailure(
-            "get_mm_embeddings did not return num_tokens_after_padding rows of the buffer",
+            "the model does not receive num_tokens_after_padding rows of the buffer",
             expected=f"shape {wanted}, dtype {ctx.dtype}",
             seen=f"shape {tuple(result.shape)}, dtype {result.dtype}",
         )
@@ -238,14 +269,26 @@ def _padded_slice(run: CheckRun, scenario: GatherScenario) -> None:
 )
 def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
-    result, error = step.attempt()
+    if has_hooks(step.built.target):
+        try:
+            inputs = step.model_inputs(run)
+        except CheckFailure:
+            if not _own_gather_consistent(run, step):
+                return  # G5: the state's gather gives a row count that no merge can use
+            raise
+        result: object = inputs.inputs_embeds
+        error: BaseException | None = None
+        through = inputs.through
+    else:
+        result, error = step.attempt()
+        through = "get_mm_embeddings"
     if not _own_gather_consistent(run, step):
         return  # G5: the state's gather gives a row count that no merge can use
     if error is not None or not isinstance(result, torch.Tensor):
         raise CheckFailure(
-            "get_mm_embeddings failed on a step whose gather is consistent",
+            "the real step failed on a step whose gather is consistent",
             expected="the merged embeddings",
-            seen=describe_error(error) if error else type(result).__name__,
+            seen=describe_error(error) if error else f"{type(result).__name__} from {through}",
         ) from error
     n = step.batch.num_tokens
     gathered = run.call(
@@ -262,17 +305,24 @@ def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
             expected="(list of row tensors, bool mask) that embed_input_ids accepts",
             seen=describe_error(merge_error),
         ) from merge_error
-    problem = _close(run, result[:n], expected)
+    problem = _close(run, *_judged_rows(step, result, expected, mask))
     if problem is not None:
         contract = _contract_merge(run, step)
-        if contract is not None and _close(run, result[:n], contract) is None:
+        if (
+            contract is not None
+            and _close(run, *_judged_rows(step, result, contract[0], contract[1])) is None
+        ):
             # The real path merges the contract's gather; the state's own gather method
             # differs from it, which is the gather clauses' to judge (vLLM's states merge
             # the runner's gather, whatever a subclass's gather_mm_embeddings returns).
             return
+        rows = (
+            "the rows at is_mm_embed's slots" if has_hooks(step.built.target) else f"rows [0, {n})"
+        )
         raise CheckFailure(
-            "the merged rows are not model.embed_input_ids of the step's gather",
-            expected=f"rows [0, {n}) equal to embed_input_ids(input_ids[:{n}], mm_embeds, "
+            f"the rows the model receives ({through}) are not model.embed_input_ids of the "
+            "step's gather",
+            expected=f"{rows} equal to embed_input_ids(input_ids[:{n}], mm_embeds, "
             "is_mm_embed) computed eagerly",
             seen=problem,
         )
@@ -288,12 +338,12 @@ def _merged_rows(run: CheckRun, scenario: GatherScenario) -> None:
 )
 def _decode_steps_merge(run: CheckRun, scenario: GatherScenario) -> None:
     step = prepare_real_step(run, scenario)
-    result = step.get_mm_embeddings(run)
-    expected = _contract_merge(run, step)
-    if expected is None:
+    result = step.received(run)
+    contract = _contract_merge(run, step)
+    if contract is None:
         return  # an output the step should have encoded is missing: R1's finding
-    n = step.batch.num_tokens
-    problem = _close(run, result[:n], expected)
+    expected, mask = contract
+    problem = _close(run, *_judged_rows(step, result, expected, mask))
     if problem is not None:
         realtime = supports_realtime(step.model)
         raise CheckFailure(

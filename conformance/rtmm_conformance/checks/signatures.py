@@ -14,6 +14,7 @@ from typing_extensions import get_protocol_members
 
 from rtmm_conformance.checks import cases
 from rtmm_conformance.checks.registry import check
+from rtmm_conformance.clauses import STATE_KINDS
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.context import Mode
 from rtmm_conformance.driving.gather_call import describe_error
@@ -57,7 +58,7 @@ def _factory_builds(run: CheckRun) -> None:
 
 
 def _protocol_of(built: Built) -> type:
-    return ModelState if built.kind == "model_state" else MMEmbeddingGatherer
+    return ModelState if built.kind != "gatherer" else MMEmbeddingGatherer
 
 
 @check(
@@ -81,7 +82,7 @@ def _protocol_members(run: CheckRun) -> None:
     for name in ("gather_mm_embeddings", "dummy_inputs_embeds", "get_mm_embeddings"):
         if name in get_protocol_members(protocol) and not callable(getattr(target, name)):
             problems.append(f"{name} is not callable")
-    if built.kind == "model_state":
+    if built.kind != "gatherer":
         ctx = built.ctx
         expected_types: dict[str, type | tuple[type, ...]] = {
             "is_realtime": bool,
@@ -109,7 +110,7 @@ def _protocol_members(run: CheckRun) -> None:
 
 
 def _signature_problems(built: Built) -> list[SignatureProblem]:
-    if built.kind == "model_state":
+    if built.kind != "gatherer":
         return check_model_state_signature(built.target)
     return check_gatherer_signature(built.target)
 
@@ -164,7 +165,7 @@ def _signature_matches(run: CheckRun) -> None:
     "T3-realtime-class-flag",
     "MUST",
     "A model whose class declares supports_realtime = True makes a realtime state; a model without the flag does not.",
-    kinds=("model_state",),
+    kinds=STATE_KINDS,
     modes=(None,),
 )
 def _realtime_class_flag(run: CheckRun) -> None:
@@ -211,7 +212,7 @@ def _realtime_guard(run: CheckRun) -> None:
         except CheckSkipped:
             raise CheckSkipped("the factory does not support non-realtime models") from None
         seen_flag = getattr(built.target, "is_realtime", False)
-        if built.kind == "model_state" and seen_flag is not False:
+        if built.kind != "gatherer" and seen_flag is not False:
             raise CheckFailure(
                 "a model that is not realtime by the guard made a realtime state",
                 expected=f"is_realtime False for a model with {flag}",

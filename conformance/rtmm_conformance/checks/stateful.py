@@ -35,6 +35,7 @@ from hypothesis.stateful import (
 from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.gather_call import GatherCall, call_gather, describe_error
+from rtmm_conformance.driving.model_inputs import capture_inputs, has_hooks
 from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.testing import comparisons
@@ -290,16 +291,15 @@ def life_machine(
             cache = self.built.cache
             calls = len(log.calls)
             cache.forget()
-            view = run.call(
-                "dummy_inputs_embeds",
-                target.dummy_inputs_embeds,  # type: ignore[attr-defined]  # a ModelState
-                size,
-            )
-            if not isinstance(view, torch.Tensor):
+            if has_hooks(target):
+                size = max(size, 1)  # a runner captures no graph of zero tokens
+            inputs = capture_inputs(run, target, size)
+            view = inputs.tensor()
+            if view is None:
                 raise CheckFailure(
-                    "dummy_inputs_embeds returned no tensor",
+                    f"a dummy run ({inputs.through}) handed the model no inputs_embeds",
                     expected=f"a ({size}, {hidden}) view of the buffer",
-                    seen=type(view).__name__,
+                    seen=type(inputs.inputs_embeds).__name__,
                 )
             if self.first_dummy is None:
                 self.first_dummy = view

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import torch
@@ -23,11 +23,14 @@ from rtmm_conformance.driving.context import (
     ModeNotSupported,
     build_context,
 )
+from rtmm_conformance.driving.engine import CONTRACT_ENGINE, Engine, engine_of
 from rtmm_conformance.driving.factories import detect_kind
 from rtmm_conformance.driving.gather_call import GatherCall, call_gather, describe_error
 from rtmm_conformance.driving.hypothesis_local_constants import without_local_constants
+from rtmm_conformance.driving.model_reads import what_the_state_read
 from rtmm_conformance.results import CheckFailure, CheckSkipped
 from rtmm_conformance.settings import RunSettings
+from rtmm_protocol.protocols import MultiModalModel
 from rtmm_protocol.testing.scenario import CaseKind, GatherScenario
 from rtmm_protocol.testing.toy_models import ToyReplaceModel
 
@@ -51,13 +54,29 @@ def build_target(
     *,
     hidden_size: int | None = None,
     model_class: type[ToyReplaceModel] | None = None,
+    engine: Engine | None = None,
 ) -> Built:
     """A fresh context and a fresh target from ``factory``, in the first of ``modes`` it
     accepts: :class:`CheckSkipped` if it refuses them all, :class:`CheckFailure` (chained to
-    its error) if it raises or returns neither kind of target."""
+    its error) if it raises or returns neither kind of target. ``engine``: the factory's
+    (:func:`~.engine.engine_of`) unless given."""
     refusals = []
+    engine = engine or engine_of(factory)
     for candidate in modes:
-        parts = build_context(candidate, settings, hidden_size=hidden_size, model_class=model_class)
+        try:
+            parts = build_context(
+                candidate,
+                settings,
+                hidden_size=hidden_size,
+                model_class=model_class,
+                config_class=engine.config_class,
+            )
+        except ValueError as error:  # the run's model configuration (SPEC M3)
+            raise CheckFailure(
+                "the model configuration the run names does not build",
+                expected="a configuration its model_type's configuration class accepts",
+                seen=str(error),
+            ) from error
         try:
             target = factory(parts.ctx)
         except ModeNotSupported as refusal:
@@ -68,8 +87,9 @@ def build_target(
                 "the factory raised while building the target",
                 expected=f"a target built for a {candidate} context",
                 seen=describe_error(error),
+                context=what_the_state_read(error, parts.model),
             ) from error
-        kind = detect_kind(target)
+        kind = detect_kind(target, multimodal=isinstance(parts.model, MultiModalModel))
         if kind is None:
             raise CheckFailure(
                 "the factory returned neither a ModelState nor a gatherer",
@@ -91,6 +111,9 @@ class CheckRun:
     settings: RunSettings
     mode: Mode | None
     kind: TargetKind
+    #: How the targets take the suite's steps (the factory's engine, taken before the
+    #: factory is wrapped).
+    engine: Engine = field(default_factory=lambda: CONTRACT_ENGINE)
 
     @property
     def device(self) -> torch.device:
@@ -109,7 +132,12 @@ class CheckRun:
         wanted = mode if mode is not None else self.mode
         modes: tuple[Mode, ...] = (wanted,) if wanted is not None else ("non-realtime", "realtime")
         built = build_target(
-            self.factory, self.settings, modes, hidden_size=hidden_size, model_class=model_class
+            self.factory,
+            self.settings,
+            modes,
+            hidden_size=hidden_size,
+            model_class=model_class,
+            engine=self.engine,
         )
         if built.kind != self.kind:
             raise CheckFailure(

@@ -16,6 +16,7 @@ from rtmm_protocol.testing.instruments import (
     InstrumentedEncoderCache,
     attach_encoder_log,
 )
+from rtmm_protocol.testing.model_configuration import ConfigClassResolver, attach_configuration
 from rtmm_protocol.testing.toy_models import ToyRealtimeModel, ToyReplaceModel, ToyTextModel
 
 __all__ = [
@@ -50,7 +51,11 @@ class ModeNotSupported(Exception):  # noqa: N818  # a refusal, not an error
 class ConformanceContext:
     """Everything a factory needs: build the target around ``model`` (a toy the suite
     controls) and ``encoder_cache`` (which the suite fills and inspects), with the given
-    sizes, dtype and device, its input validation on when ``validate`` is true."""
+    sizes, dtype and device, its input validation on when ``validate`` is true.
+
+    ``model.config`` is the model's configuration (SPEC M3: the one the run names, with
+    the suite's hidden size, vocabulary and dtype; one holding only those otherwise), and
+    the attributes the run names are set on ``model``."""
 
     model: MultiModalModel | TextModel
     encoder_cache: InstrumentedEncoderCache
@@ -83,9 +88,12 @@ def build_context(
     *,
     hidden_size: int | None = None,
     model_class: type[ToyReplaceModel] | None = None,
+    config_class: ConfigClassResolver | None = None,
 ) -> ContextParts:
-    """A fresh context for ``settings``: a new toy model of the mode's kind and an empty
-    cache. ``model_class`` replaces the non-realtime toy (a malformed realtime marker)."""
+    """A fresh context for ``settings``: a new toy model of the mode's kind, carrying the
+    run's model configuration (its class from ``config_class`` where the engine has one),
+    and an empty cache. ``model_class`` replaces the non-realtime toy (a malformed
+    realtime marker)."""
     hidden = settings.hidden_size if hidden_size is None else hidden_size
     toys: dict[str, type[ToyTextModel]] = {
         "realtime": ToyRealtimeModel,
@@ -93,6 +101,14 @@ def build_context(
     }
     model = toys.get(mode, ToyTextModel)(
         hidden, dtype=settings.torch_dtype, device=settings.torch_device, seed=settings.seed
+    )
+    attach_configuration(
+        model,
+        settings.configuration,
+        hidden_size=hidden,
+        vocab_size=model.vocab_size,
+        dtype=str(settings.dtype),
+        resolve=config_class,
     )
     encoder_log = attach_encoder_log(model)
     cache = InstrumentedEncoderCache()

@@ -18,7 +18,9 @@ from types import ModuleType
 from rtmm_protocol.testing import comparisons  # noqa: F401  # isort: skip
 from rtmm_conformance.clauses import TargetKind
 from rtmm_conformance.driving.context import ConformanceContext, Factory
+from rtmm_conformance.driving.hooks import hands_no_inputs_embeds
 from rtmm_protocol.compat import adapt_legacy_gatherer
+from rtmm_protocol.testing.model_configuration import ModelConfiguration
 
 __all__ = [
     "CompatFactory",
@@ -37,13 +39,16 @@ _ADAPTERS: Mapping[str, str] = {"vllm": "rtmm_protocol.adapters.vllm"}
 class Target:
     """What a factory's name (``MODULE:FACTORY``, ``vllm:MODULE:CLASS``) stands for: the
     factory, that ``name``, the ``baseline`` factory of the class it derives from (named
-    ``baseline_name``), and versions for the report."""
+    ``baseline_name``), versions for the report, and the model ``configuration`` its
+    targets are built with when the run names none (an adapter's, for an engine's own
+    classes; SPEC M3)."""
 
     factory: Factory
     name: str
     baseline: Factory | None = None
     baseline_name: str = ""
     environment: Mapping[str, str] = field(default_factory=dict)
+    configuration: ModelConfiguration | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,11 @@ class CompatFactory:
     a class, not a closure, so that a worker process can receive it."""
 
     factory: Factory
+
+    @property
+    def engine(self) -> object:
+        """The wrapped factory's engine (its targets take the same steps)."""
+        return getattr(self.factory, "engine", None)
 
     def __call__(self, ctx: ConformanceContext) -> object:
         with warnings.catch_warnings():
@@ -65,7 +75,12 @@ def load_target(name: str, search_dirs: Sequence[Path] = ()) -> Target:
     if prefix in _ADAPTERS and rest.count(":") == 1:
         loaded = importlib.import_module(_ADAPTERS[prefix]).load_target(rest)
         return Target(
-            loaded.factory, name, loaded.baseline, loaded.baseline_name, loaded.environment
+            loaded.factory,
+            name,
+            loaded.baseline,
+            loaded.baseline_name,
+            loaded.environment,
+            loaded.configuration,
         )
     return Target(_load_factory(name, search_dirs), name)
 
@@ -161,9 +176,14 @@ def _shadowing(name: str) -> str:
     return ""
 
 
-def detect_kind(target: object) -> TargetKind | None:
-    """``model_state`` for a ModelState, ``gatherer`` for a runner, ``None`` for neither."""
+def detect_kind(target: object, *, multimodal: bool = False) -> TargetKind | None:
+    """``model_state`` for a ModelState, ``gatherer`` for a runner, ``None`` for neither; a
+    ModelState built for a ``multimodal`` model whose dummy runs hand the model no
+    ``inputs_embeds`` is a ``cross_attention`` state (SPEC M2), told from what it hands the
+    model (its real steps are then checked to hand none either: M2's checks)."""
     if hasattr(target, "dummy_inputs_embeds") or hasattr(target, "get_mm_embeddings"):
+        if multimodal and hands_no_inputs_embeds(target):
+            return "cross_attention"
         return "model_state"
     if callable(getattr(target, "gather_mm_embeddings", None)):
         return "gatherer"

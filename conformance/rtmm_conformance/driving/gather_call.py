@@ -185,7 +185,7 @@ def call_gather(
     call = GatherCall(
         scenario=scenario, kind=kind, oracle=oracle, outputs=outputs, features=features
     )
-    if kind == "model_state":
+    if kind != "gatherer":
         batch = scenario.input_batch(device)
         call.batch = batch
         call.passed = {

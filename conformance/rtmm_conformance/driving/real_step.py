@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from rtmm_conformance.driving.check_run import Built, CheckRun
+from rtmm_conformance.driving.model_inputs import ModelInputs, after_prepare_inputs
 from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
-from rtmm_protocol.testing.request_states import request_states_for
 from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.testing.toy_models import ToyRealtimeModel, ToyReplaceModel, make_input_features
 
@@ -21,12 +21,16 @@ __all__ = ["RealStep", "prepare_real_step"]
 
 @dataclass
 class RealStep:
-    """A loaded target, its batch, and which items are scheduled for the encoder."""
+    """A loaded target, its batch (the contract's, and as the target's engine takes it),
+    and which items are scheduled for the encoder."""
 
     built: Built
     scenario: GatherScenario
     batch: ReferenceInputBatch
     model: ToyReplaceModel | ToyRealtimeModel
+    #: The step's batch and request states in the types of the target's engine.
+    engine_batch: object
+    engine_states: object
     #: req_id -> indices into the request's features, as ``get_mm_embeddings`` takes them.
     scheduled: dict[str, list[int]] = field(default_factory=dict)
     #: identifier -> the encoder input of the feature (absent for features without data).
@@ -36,7 +40,7 @@ class RealStep:
 
     def _call(self) -> object:
         target: Any = self.built.target  # a ModelState
-        return target.get_mm_embeddings(self.scheduled, self.batch, request_states_for(self.batch))
+        return target.get_mm_embeddings(self.scheduled, self.engine_batch, self.engine_states)
 
     def attempt(self) -> tuple[object, BaseException | None]:
         """Run the real path once; return its result, or the exception it raised."""
@@ -57,6 +61,32 @@ class RealStep:
             )
         return result
 
+    def model_inputs(self, run: CheckRun) -> ModelInputs:
+        """Run the step as the runner does (SPEC M1): the state's merge, then the
+        overrides of ``prepare_inputs`` on the same batch and request states."""
+        merged = run.call("get_mm_embeddings", self._call)
+        return after_prepare_inputs(
+            run,
+            self.built.target,
+            merged,
+            "get_mm_embeddings",
+            self.engine_batch,
+            self.engine_states,
+        )
+
+    def received(self, run: CheckRun) -> torch.Tensor:
+        """The ``inputs_embeds`` the model receives on this step; fail if there are none."""
+        inputs = self.model_inputs(run)
+        tensor = inputs.tensor()
+        if tensor is None:
+            raise CheckFailure(
+                "the model receives no inputs_embeds on a real step of a multimodal model",
+                expected=f"a tensor of shape ({self.batch.num_tokens_after_padding}, "
+                f"{self.scenario.hidden_size}) from get_mm_embeddings or prepare_inputs",
+                seen=f"{type(inputs.inputs_embeds).__name__} from {inputs.through}",
+            )
+        return tensor
+
 
 def _input_seed(seed: int, identifier: str) -> int:
     return zlib.crc32(f"{seed}:{identifier}".encode())
@@ -71,11 +101,14 @@ def prepare_real_step(run: CheckRun, scenario: GatherScenario, *, no_data: bool 
     if not isinstance(model, (ToyReplaceModel, ToyRealtimeModel)):
         raise TypeError("a real step needs a multimodal model")
     cache = built.cache
+    batch = scenario.input_batch(run.device)
     step = RealStep(
         built=built,
         scenario=scenario,
-        batch=scenario.input_batch(run.device),
+        batch=batch,
         model=model,
+        engine_batch=run.engine.step_batch(batch),
+        engine_states=run.engine.request_states(batch),
     )
     batch_ids = set(scenario.req_ids)
     with cache.paused():

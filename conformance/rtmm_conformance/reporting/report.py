@@ -505,7 +505,8 @@ def build_report(
     if kind is None:
         notes = [f"target kind unknown: {runner.probe.note}"]
     else:
-        left_out = ", ".join(c for c in CLAUSES if c not in clauses_for(kind))
+        checked = dict.fromkeys(c.clause for c in CHECKS)  # clauses some kind has checks for
+        left_out = ", ".join(c for c in checked if c not in clauses_for(kind))
         notes = [f"clauses not applicable to a {kind} target: {left_out}"] if left_out else []
     baseline = runner.target.baseline_name if runner.target.baseline is not None else ""
     return ConformanceReport(

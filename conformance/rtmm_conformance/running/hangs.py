@@ -14,7 +14,13 @@ from rtmm_conformance.frames import Frame, frame_kind, short_path, target_entry
 __all__ = ["ENTRY_METHODS", "Hang", "HangGuard", "TargetBlocked"]
 
 #: The target methods the suite calls; a hang in one blocks later calls of it.
-ENTRY_METHODS = ("gather_mm_embeddings", "get_mm_embeddings", "dummy_inputs_embeds")
+ENTRY_METHODS = (
+    "gather_mm_embeddings",
+    "get_mm_embeddings",
+    "dummy_inputs_embeds",
+    "prepare_inputs",
+    "prepare_dummy_inputs",
+)
 
 
 class TargetBlocked(RuntimeError):  # noqa: N818  # a verdict, not an error

@@ -37,7 +37,7 @@ from rtmm_conformance.running.workers import (
 )
 from rtmm_conformance.settings import RunSettings
 
-__all__ = ["PlannedCheck", "SuiteRunner", "open_runner"]
+__all__ = ["PlannedCheck", "SuiteRunner", "open_runner", "with_target_configuration"]
 
 #: The check a gatherer from before the rename fails; its dependents then run via compat.
 _RENAME_CHECK = "T2-no-renamed-parameters"
@@ -215,6 +215,7 @@ def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
         raise ValueError(
             f"unknown protocol version {settings.version!r}; known: {', '.join(known_versions())}"
         )
+    settings = with_target_configuration(settings, target)
     factory = target.factory
     executor, note = _executor_for(settings.isolation, factory)
     try:
@@ -235,6 +236,16 @@ def open_runner(target: Target, settings: RunSettings) -> SuiteRunner:
     environment = {**choice.environment, **target.environment}
     notes = [note] if note else []
     return SuiteRunner(target, settings, probed, executor, environment=environment, notes=notes)
+
+
+def with_target_configuration(settings: RunSettings, target: Target) -> RunSettings:
+    """``settings`` with the model configuration the target is built with: the run's own,
+    over the one the target carries (SPEC M3)."""
+    given = settings.configuration
+    configuration = given.over(target.configuration) if given else target.configuration
+    if configuration is None or configuration == given:
+        return settings
+    return replace(settings, model_config=configuration, model_attrs=())
 
 
 def _executor_for(isolation: str, factory: Factory) -> tuple[Executor, str]:

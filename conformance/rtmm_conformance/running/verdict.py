@@ -19,6 +19,7 @@ from rtmm_conformance.catalog import IMPLEMENTATIONS
 from rtmm_conformance.clauses import CLAUSES, CheckInfo, TargetKind, spec_anchor
 from rtmm_conformance.driving.check_run import CheckRun, build_target
 from rtmm_conformance.driving.context import Factory, Mode
+from rtmm_conformance.driving.engine import Engine, engine_of, where_needed
 from rtmm_conformance.driving.gather_call import describe_error
 from rtmm_conformance.frames import TargetError
 from rtmm_conformance.results import (
@@ -129,6 +130,7 @@ def run_check(
     and numpy. ``contained``: in a worker (deaf to Ctrl-C), an interrupt is the target's."""
     impl = IMPLEMENTATIONS[check_id]
     guard = HangGuard(hangs)
+    engine = engine_of(factory)
     run = CheckRun(
         check_id=check_id,
         factory=guard.guarded(factory),
@@ -136,6 +138,7 @@ def run_check(
         settings=settings,
         mode=mode,
         kind=kind,
+        engine=engine,
     )
     patched = ModuleAttributes.of_torch_and_numpy()
     default_dtype = torch.get_default_dtype()
@@ -144,6 +147,9 @@ def run_check(
     try:
         impl.run(run)
     except CheckFailure as failure:
+        lacking = _lacking(engine, failure.error)
+        if lacking is not None:
+            return CheckResult(check_id, mode, Outcome.SKIPPED, lacking)
         keys = cause_of_failure(check_id, mode, failure, failure.what)
         details = failure.render()
         result = failed(impl.info, mode, settings.seed, failure.what, details, keys, failure.error)
@@ -154,6 +160,9 @@ def run_check(
     except BaseException as error:  # a target that escaped the check's own handling
         if isinstance(error, KeyboardInterrupt) and not contained:
             raise
+        lacking = _lacking(engine, error)
+        if lacking is not None:
+            return CheckResult(check_id, mode, Outcome.SKIPPED, lacking)
         reason = f"unexpected {describe_error(error)}"
         trace = "".join(traceback.format_exception(error))
         keys = cause_of_failure(check_id, mode, error, reason)
@@ -177,6 +186,19 @@ def run_check(
     if guard.hit is not None:  # the check met a hung entry point: it was not judged
         return CheckResult(check_id, mode, Outcome.BLOCKED, guard.hit.reason())
     return replace(result, duration_s=time.perf_counter() - start)
+
+
+def _lacking(engine: Engine, error: BaseException | None) -> str | None:
+    """The skip reason when ``error`` shows the target's step needs what this machine
+    lacks (a package, an accelerator's kernel, a CUDA device): such a check is not judged
+    here, neither passed nor failed. ``None`` for any other error."""
+    if error is None:
+        return None
+    missing = engine.missing_requirement(error)
+    if missing is None:
+        return None
+    where = where_needed(error)
+    return f"the target's step needs {missing}{f' ({where})' if where else ''}: not judged here"
 
 
 #: Messages of torch's errors from CUDA (the types below are missing from older torch).

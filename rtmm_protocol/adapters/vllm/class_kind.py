@@ -10,6 +10,7 @@ next to it so that a report can tell the user's own failures from inherited ones
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,12 +40,16 @@ ENCODER_RUNNER_CLASS = "vllm.v1.worker.gpu.mm.encoder_runner:EncoderRunner"
 
 @dataclass(frozen=True)
 class VllmClassKind:
-    """A class's level, the nearest class vLLM defines among itself and its bases, and
-    whether that is the class itself (vLLM's own class rather than a subclass of it)."""
+    """A class's level, the nearest class vLLM defines among itself and its bases, whether
+    that is the class itself (vLLM's own class rather than a subclass of it), and the
+    ``baseline``: the class whose failures this one's are compared with, so that what it
+    inherits is told from its own (``None`` when it derives only from vLLM's abstract
+    interface)."""
 
     level: Level
     vllm_base: type
     is_vllm_own: bool
+    baseline: type | None
 
 
 def _vllm_class(where: str) -> type:
@@ -90,4 +95,11 @@ def classify(cls: type, spec: str) -> VllmClassKind:
             f"({ENCODER_RUNNER_CLASS}); its bases: {bases or 'none'}"
         )
     base = next(c for c in cls.__mro__ if defined_by_vllm(c))
-    return VllmClassKind(level, base, base is cls)
+    if base is not cls:
+        return VllmClassKind(level, base, False, base)
+    # One of vLLM's own classes derived from another of them (LongcatNgramModelState from
+    # DefaultModelState) is compared with that one, as a user's subclass is.
+    baseline = next(
+        (c for c in cls.__mro__[1:] if defined_by_vllm(c) and not inspect.isabstract(c)), None
+    )
+    return VllmClassKind(level, base, True, baseline)

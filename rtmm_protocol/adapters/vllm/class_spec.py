@@ -13,6 +13,7 @@ import importlib
 import os
 import re
 import sys
+import traceback
 from dataclasses import dataclass
 
 __all__ = ["ClassSpec", "VllmSpecError", "parse_class_spec"]
@@ -65,7 +66,7 @@ class ClassSpec:
             return importlib.import_module(self.module)
         except ModuleNotFoundError as error:
             if not _is_the_module(error, self.module):
-                raise  # the module exists; one of its own imports is missing
+                raise self._needs_package(error) from error
             first_error = error
         if self.search_dir and self.search_dir not in sys.path:
             sys.path.insert(0, self.search_dir)
@@ -80,6 +81,20 @@ class ClassSpec:
             f"cannot import module {self.module!r} named in vllm:{self} (looked in {where}); "
             "install the package that provides it or run from the folder that holds it"
         ) from first_error
+
+    def _needs_package(self, error: ModuleNotFoundError) -> VllmSpecError:
+        """The error for a module that exists but imports a package that is missing."""
+        frames = traceback.extract_tb(error.__traceback__)
+        line = next(
+            (f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in reversed(frames)),
+            "",
+        )
+        return VllmSpecError(
+            f"module {self.module!r} (from vllm:{self}) imports {error.name!r}, which is not "
+            f"installed here{f' (at {line})' if line else ''}: install it, or check the class "
+            "on a machine that has it (the Engines page lists what each of vLLM's model "
+            "states needs beyond the CPU-only install)"
+        )
 
 
 def _is_the_module(error: ModuleNotFoundError, name: str) -> bool:

@@ -33,6 +33,7 @@ from rtmm_protocol.adapters.vllm.cache_view import vllm_encoder_cache
 from rtmm_protocol.adapters.vllm.class_kind import Level, classify, vllm_classes
 from rtmm_protocol.adapters.vllm.class_spec import ClassSpec
 from rtmm_protocol.adapters.vllm.contract_names import with_contract_names
+from rtmm_protocol.adapters.vllm.engine import VLLM_ENGINE, VllmEngine
 from rtmm_protocol.adapters.vllm.model_config import ToyModelConfig, vllm_config_for
 from rtmm_protocol.adapters.vllm.model_view import vllm_model_view
 from rtmm_protocol.encoder_cache import EncoderCache
@@ -80,6 +81,11 @@ class VllmFactory:
     spec: ClassSpec
     level: Level
 
+    @property
+    def engine(self) -> VllmEngine:
+        """How the targets take the suite's steps: in vLLM's own types."""
+        return VLLM_ENGINE
+
     def target_class(self) -> type:
         """The class this factory builds: the named class with the contract's names added."""
         vllm_classes()  # quietly, before the user's module imports them
@@ -105,6 +111,8 @@ class VllmFactory:
                 dtype=ctx.dtype,
                 device=ctx.device,
             )
-        model_config = ToyModelConfig(ctx.hidden_size, ctx.dtype, ctx.max_num_tokens)
+        model_config = ToyModelConfig.of_model(
+            ctx.model, ctx.hidden_size, ctx.dtype, ctx.max_num_tokens
+        )
         config = vllm_config_for(model_config, ctx.max_num_reqs, ctx.max_num_tokens, ctx.device)
         return cls(config, model, cache, ctx.device)

@@ -15,6 +15,8 @@ from rtmm_protocol.adapters.vllm.availability import import_vllm
 from rtmm_protocol.adapters.vllm.class_kind import classify, vllm_classes
 from rtmm_protocol.adapters.vllm.class_spec import ClassSpec, parse_class_spec
 from rtmm_protocol.adapters.vllm.factories import VllmFactory
+from rtmm_protocol.adapters.vllm.in_tree import default_configuration
+from rtmm_protocol.testing.model_configuration import ModelConfiguration
 
 __all__ = ["VllmTarget", "load_target"]
 
@@ -28,8 +30,9 @@ class VllmTarget:
     ``None`` when the class *is* vLLM's own; ``label`` names the class and what it
     derives from for reports; ``baseline_name`` is the spec that checks the baseline on
     its own (``vllm:MODULE:CLASS``, empty without a baseline); ``environment`` holds
-    extra report fields (the vLLM version at least). Both factories can be pickled by
-    reference.
+    extra report fields (the vLLM version at least); ``configuration`` is the model
+    configuration the class is built with when the run names none (vLLM's own states
+    and their subclasses have one, SPEC M3). Both factories can be pickled by reference.
     """
 
     factory: VllmFactory
@@ -37,6 +40,7 @@ class VllmTarget:
     label: str
     baseline_name: str = ""
     environment: dict[str, str] = field(default_factory=dict)
+    configuration: ModelConfiguration | None = None
 
 
 def load_target(spec: str) -> VllmTarget:
@@ -54,20 +58,21 @@ def load_target(spec: str) -> VllmTarget:
     cls = class_spec.import_class()
     kind = classify(cls, str(class_spec))
     version = str(vllm.__version__)
-    base = kind.vllm_base
     baseline: VllmFactory | None = None
     baseline_name = ""
+    if kind.baseline is not None:
+        base_spec = ClassSpec(kind.baseline.__module__, kind.baseline.__qualname__)
+        baseline = VllmFactory(base_spec, kind.level)
+        baseline_name = f"vllm:{base_spec}"
     if kind.is_vllm_own:
         label = f"{class_spec} (vLLM {version})"
     else:
-        base_spec = ClassSpec(base.__module__, base.__qualname__)
-        baseline = VllmFactory(base_spec, kind.level)
-        baseline_name = f"vllm:{base_spec}"
-        label = f"{class_spec} (subclass of vLLM {version} {base.__qualname__})"
+        label = f"{class_spec} (subclass of vLLM {version} {kind.vllm_base.__qualname__})"
     return VllmTarget(
         factory=VllmFactory(class_spec, kind.level),
         baseline=baseline,
         label=label,
         baseline_name=baseline_name,
         environment={"vllm": version},
+        configuration=default_configuration(cls),
     )
