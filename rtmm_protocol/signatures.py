@@ -35,12 +35,14 @@ from typing import Final
 from typing_extensions import get_protocol_members
 
 from rtmm_protocol.protocols import MMEmbeddingGatherer, ModelState
+from rtmm_protocol.vllm_protocols import VllmModelState
 
 __all__ = [
     "RENAMED_PARAMETERS",
     "SignatureProblem",
     "check_gatherer_signature",
     "check_model_state_signature",
+    "check_vllm_model_state_signature",
 ]
 
 #: Old parameter name -> current name, for the renames of the contract's history.
@@ -93,6 +95,12 @@ def check_model_state_signature(target: object) -> list[SignatureProblem]:
     only the class body is searched and missing attributes are not reported.
     """
     return _check_against(ModelState, target)
+
+
+def check_vllm_model_state_signature(target: object) -> list[SignatureProblem]:
+    """Compare a class or instance with :class:`~rtmm_protocol.VllmModelState` (the
+    contract in vLLM's spelling), as :func:`check_model_state_signature` does."""
+    return _check_against(VllmModelState, target)
 
 
 def _check_against(protocol: type, target: object) -> list[SignatureProblem]:

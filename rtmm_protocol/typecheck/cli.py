@@ -28,7 +28,9 @@ __all__ = ["TYPECHECK_EXTRA", "main"]
 TYPECHECK_EXTRA = "typecheck"
 
 _DESCRIPTION = """\
-Check that classes satisfy the rtmm-protocol Protocols (ModelState or MMEmbeddingGatherer).
+Check that classes satisfy the rtmm-protocol Protocols (ModelState, MMEmbeddingGatherer,
+or VllmModelState: the contract in vLLM's ModelRunner V2 spelling, picked for a class with
+prepare_inputs_embeds and checked with the batch class its prepare_inputs takes).
 
 Each class's method signatures and attribute types are compared with the Protocol three
 ways: the run-time signature check (parameter names, kinds and defaults, the same check the

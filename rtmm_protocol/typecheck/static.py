@@ -40,6 +40,8 @@ __all__ = [
 ]
 
 _CHECK_MODULE_NAME = "rtmm_protocol_conformance_check.py"
+#: Protocols written with the batch class the state takes (``VllmModelState[InputBatch]``).
+_GENERIC = ("VllmModelState",)
 _INT_ARRAY = "ndarray[tuple[Any, ...], dtype[integer[Any]]]"
 
 
@@ -83,13 +85,22 @@ def write_check_module(targets: Sequence[Target], directory: Path) -> CheckModul
     owners: dict[int, int] = {}
     for index, target in enumerate(targets):
         alias = f"target_module_{index}"
+        imports = [f"import {target.module} as {alias}"]
+        protocol = target.protocol
+        if target.protocol in _GENERIC:
+            if target.batch is None:
+                imports.append("from typing import Any")
+                protocol = f"{target.protocol}[Any]"
+            else:
+                imports.append(f"import {target.batch[0]} as batch_module_{index}")
+                protocol = f"{target.protocol}[batch_module_{index}.{target.batch[1]}]"
         lines += [
             "",
-            f"import {target.module} as {alias}",
-            f"def conforms_{index}(candidate: {alias}.{target.qualname}) -> {target.protocol}:",
+            *imports,
+            f"def conforms_{index}(candidate: {alias}.{target.qualname}) -> {protocol}:",
             "    return candidate",
         ]
-        for offset in range(3):
+        for offset in range(2 + len(imports)):
             owners[len(lines) - offset] = index
     path = directory / _CHECK_MODULE_NAME
     path.write_text("\n".join(lines) + "\n")
