@@ -97,7 +97,6 @@ CLAUSES: Final[Mapping[str, str]] = types.MappingProxyType(
         "D5": "Over-size dummy runs",
         "M1": "Judged on the model's inputs",
         "M2": "Cross-attention states",
-        "M3": "States read their model",
         "R1": "Encoding the scheduled items",
         "R2": "Merged embeddings in the buffer",
         "R3": "Decode steps",

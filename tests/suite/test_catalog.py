@@ -35,6 +35,7 @@ def test_every_clause_of_sections_3_to_7_has_a_check() -> None:
         {f"G{i}" for i in range(1, 11)}
         | {"C1", "C2"}
         | {f"D{i}" for i in range(1, 6)}
+        | {"M1", "M2"}
         | {f"R{i}" for i in range(1, 5)}
         | {f"E{i}" for i in range(1, 4)}
         | {f"T{i}" for i in range(1, 4)}

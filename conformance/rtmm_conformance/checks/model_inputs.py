@@ -1,10 +1,11 @@
-"""Model-inputs checks (SPEC M2): a cross-attention state hands the model no
-``inputs_embeds``, and its encoder's outputs reach the model another way.
+"""Model-inputs checks (SPEC M1, M2): a state's model-inputs hooks hand the model inputs,
+a cross-attention state hands the model no ``inputs_embeds``, and its encoder's outputs
+reach the model another way.
 
-M1 (the model's inputs through the hooks) is how the dummy-run and real-path checks
-drive a state with the hooks (:mod:`~rtmm_conformance.driving.model_inputs`); M3 (states
-read their model) is how the suite builds one (:mod:`~rtmm_conformance.driving.context`).
-A state is a cross-attention state when its dummy runs hand a multimodal model no
+M1 is also how the dummy-run and real-path checks drive a state with the hooks
+(:mod:`~rtmm_conformance.driving.model_inputs`): they judge what the model receives
+through them. The suite builds a state that reads its model (M3) as
+:mod:`~rtmm_conformance.driving.context` says. A state is a cross-attention state when its dummy runs hand a multimodal model no
 ``inputs_embeds`` (:func:`~rtmm_conformance.driving.hooks.hands_no_inputs_embeds`); these
 checks hold it to that on real steps too, so that a state which merely drops the
 multimodal rows is not taken for one.
@@ -19,10 +20,16 @@ from hypothesis import strategies as st
 
 from rtmm_conformance.checks import cases
 from rtmm_conformance.checks.registry import check
+from rtmm_conformance.clauses import STATE_KINDS
 from rtmm_conformance.driving.check_run import CheckRun
-from rtmm_conformance.driving.model_inputs import capture_inputs, eager_dummy_inputs
+from rtmm_conformance.driving.model_inputs import (
+    ModelInputs,
+    capture_inputs,
+    eager_dummy_inputs,
+    has_hooks,
+)
 from rtmm_conformance.driving.real_step import prepare_real_step
-from rtmm_conformance.results import CheckFailure
+from rtmm_conformance.results import CheckFailure, CheckSkipped
 from rtmm_protocol.testing import comparisons
 from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.testing.strategies import gather_scenarios
@@ -33,6 +40,47 @@ __all__: list[str] = []
 def _prompt_steps(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
     """Steps whose windows are in the prompt, half the outputs still to encode."""
     return gather_scenarios(windows="prefill", lookaheads=(0,), cache_miss_rate=0.5)
+
+
+def _steps(run: CheckRun) -> st.SearchStrategy[GatherScenario]:
+    """Any step: prompts and decodes, masks, half the outputs still to encode."""
+    return gather_scenarios(lookaheads=(0,), cache_miss_rate=0.5)
+
+
+def _judge_entries(inputs: ModelInputs) -> None:
+    """What M1 asks of one hook's result: model inputs by name, ``inputs_embeds`` (if
+    there) a tensor or ``None``."""
+    names = [name for name in inputs.entries if not isinstance(name, str)]
+    embeds = inputs.entries.get("inputs_embeds")
+    if names or not (embeds is None or isinstance(embeds, torch.Tensor)):
+        raise CheckFailure(
+            f"{inputs.through} did not hand the model inputs by name",
+            expected="a mapping of model input names to values, inputs_embeds a tensor or None",
+            seen=f"keys {names}" if names else f"inputs_embeds of type {type(embeds).__name__}",
+        )
+
+
+@check(
+    "M1-hooks-hand-model-inputs",
+    "MUST",
+    "A state with the model-inputs hooks hands the model inputs through them on every real step and dummy run: prepare_inputs and prepare_dummy_inputs return mappings of model inputs without raising.",
+    kinds=STATE_KINDS,
+    strategy=_steps,
+    cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
+)
+def _hooks_hand_inputs(run: CheckRun, scenario: GatherScenario) -> None:
+    step = prepare_real_step(run, scenario)
+    target = step.built.target
+    if not has_hooks(target):
+        raise CheckSkipped(
+            "the state has no model-inputs hooks (prepare_inputs, prepare_dummy_inputs): "
+            "get_mm_embeddings and dummy_inputs_embeds are what the model receives"
+        )
+    _judge_entries(step.model_inputs(run))
+    top = max(1, min(run.settings.max_num_tokens, step.batch.num_tokens_after_padding))
+    for n in sorted({1, top}):
+        _judge_entries(capture_inputs(run, target, n))
+        _judge_entries(eager_dummy_inputs(run, target, n))
 
 
 @check(
