@@ -15,8 +15,9 @@ runs every contract check and requires that nothing else fails):
 * :class:`TextOnlyOverrideState` re-embeds the tokens into the persistent buffer in
   ``prepare_inputs``, after the merge: the model never receives a multimodal row (SPEC R2;
   a realtime decode step loses its rows too, R3).
-* :class:`FailingPrepareInputsState` raises in ``prepare_inputs`` (SPEC M1; every check that
-  runs a real step or an eager dummy run through the hooks meets it).
+* :class:`FailingPrepareInputsState` raises in ``prepare_inputs`` (SPEC M1; every other check
+  that runs a real step or an eager dummy run through the hooks meets it and is reported
+  blocked by M1's check, not failed).
 * :class:`DroppedEncoderOutputsState` is vLLM's cross-attention state whose
   ``prepare_inputs`` forgets the step's encoder outputs (SPEC M2).
 * :class:`StaleNgramCaptureState` is vLLM's Qwen4-Exp state (a hybrid model's, with
@@ -91,7 +92,7 @@ INPUTS_GALLERY: dict[str, tuple[str, tuple[str, ...]]] = {
     "OwnCaptureBufferState": ("D2-real-path-shares-storage", ("R4",)),
     "CopiedCaptureState": ("D2-dummy-views-share-storage", ("D4", "R4")),
     "TextOnlyOverrideState": ("R2-merged-rows-match-eager", ("R3", "R4")),
-    "FailingPrepareInputsState": ("M1-hooks-hand-model-inputs", ("D1", "D2", "D3", "R2", "R3", "R4")),
+    "FailingPrepareInputsState": ("M1-hooks-hand-model-inputs", ()),
 }
 
 try:  # vLLM's cross-attention state, where this release has it

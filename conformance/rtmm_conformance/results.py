@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FAILING_OUTCOMES",
     "NODE_PREFIX",
+    "CheckBlocked",
     "CheckFailure",
     "CheckResult",
     "CheckSkipped",
@@ -152,6 +153,28 @@ class CheckSkipped(Exception):  # noqa: N818  # a verdict, not an error
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class CheckBlocked(Exception):  # noqa: N818  # a verdict, not an error
+    """A check cannot judge its clause because a call another check owns failed first (a
+    model-inputs hook that raised is M1's finding, not D2's): ``what`` happened, and
+    ``owner``, the check that reports it. The check is reported blocked, which fails the
+    run as a failure does. Raised from the target's exception, if there is one."""
+
+    def __init__(self, what: str, owner: str) -> None:
+        self.what = what
+        self.owner = owner
+        super().__init__(self.reason)
+
+    @property
+    def reason(self) -> str:
+        """The blocked check's reason: what happened, and which check reports it."""
+        return f"blocked: {self.what} ({self.owner} reports it)"
+
+    @property
+    def error(self) -> BaseException | None:
+        """The target's exception behind the block, if it raised one."""
+        return self.__cause__
 
 
 @dataclass(frozen=True)

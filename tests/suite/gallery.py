@@ -25,16 +25,26 @@ from rtmm_protocol import EncoderOutputMissingError, MultiModalFeature
 from rtmm_protocol.protocols import InputBatch, MultiModalModel
 from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
 from rtmm_protocol.types import IntArray
-from rtmm_protocol.validation import check_encoder_output, check_feature_list, check_gather_args
+from rtmm_protocol.validation import (
+    check_encoder_output,
+    check_feature_list,
+    check_gather_args,
+    check_input_batch,
+    check_scheduled_encoder_inputs,
+)
 
 __all__ = [
     "GALLERY",
     "BrokenTarget",
+    "CrossAttentionState",
     "FaultyGatherer",
     "FaultyModelState",
+    "HookedModelState",
     "LegacyNamedGatherer",
     "LookaheadDefaultGatherer",
     "MissEmptiesStepGatherer",
+    "cross_attention_state",
+    "hooked_state",
     "tampering",
     "untamper",
 ]
@@ -552,6 +562,109 @@ class FaultyModelState(ReferenceModelState):
         self.inputs_embeds[:n].copy_(merged)
 
 
+#: Faults of the model-inputs hooks (SPEC M1), by name.
+HOOK_FAULTS = ("capture-own-buffer", "capture-copy", "override-re-embeds", "prepare-inputs-raises")
+
+
+class HookedModelState(ReferenceModelState):
+    """The reference state with the model-inputs hooks as vLLM's ``DefaultModelState`` has
+    them (a capture reads the persistent buffer, a real step overrides nothing), and one
+    named fault in them."""
+
+    def __init__(self, *args: Any, fault: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if fault is not None and fault not in HOOK_FAULTS:
+            raise ValueError(f"unknown hook fault {fault!r}")
+        self.fault = fault
+        self._capture_buffer = (
+            torch.zeros_like(self.inputs_embeds) if self.inputs_embeds is not None else None
+        )
+
+    def prepare_inputs(self, input_batch: InputBatch, req_states: object) -> dict[str, Any]:
+        """The step's own model inputs, with this state's fault."""
+        if self.fault == "prepare-inputs-raises":
+            raise RuntimeError("positions for this batch are not ready")
+        if self.fault == "override-re-embeds" and self.inputs_embeds is not None:
+            # The tokens' own embeddings written over the merge: no multimodal row is left.
+            n = int(input_batch.num_tokens)
+            self.inputs_embeds[:n] = self.model.embed_input_ids(input_batch.input_ids[:n])
+            return {
+                "inputs_embeds": self.inputs_embeds[: int(input_batch.num_tokens_after_padding)]
+            }
+        return {}
+
+    def prepare_dummy_inputs(self, num_reqs: int, num_tokens: int) -> dict[str, Any]:
+        """What a CUDA graph is captured on, with this state's fault."""
+        view = self.dummy_inputs_embeds(num_tokens)
+        if self.fault == "capture-own-buffer" and self._capture_buffer is not None:
+            view = self._capture_buffer[:num_tokens]  # a buffer no real step writes
+        if self.fault == "capture-copy" and view is not None:
+            view = view.clone()
+        return {"inputs_embeds": view}
+
+
+#: Faults of the cross-attention state (SPEC M2), by name.
+CROSS_ATTENTION_FAULTS = ("drops-encoder-outputs", "real-step-inputs-embeds")
+
+
+class CrossAttentionState(ReferenceModelState):
+    """A state for a model that reads its encoder's outputs by cross-attention (SPEC M2),
+    as vLLM's ``EncoderDecoderModelState`` does: no ``inputs_embeds`` on any path; a real
+    step encodes the scheduled items that are not cached and hands their outputs to the
+    model as ``prepare_inputs``' ``encoder_outputs``. One named fault, or none."""
+
+    def __init__(self, *args: Any, fault: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if fault is not None and fault not in CROSS_ATTENTION_FAULTS:
+            raise ValueError(f"unknown cross-attention fault {fault!r}")
+        self.fault = fault
+        self._encoder_outputs: list[torch.Tensor] = []
+
+    def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
+        """None: the model reads token ids (the size is still checked, SPEC D5)."""
+        super().dummy_inputs_embeds(num_tokens)
+        return None
+
+    def get_mm_embeddings(
+        self,
+        scheduled_encoder_inputs: Mapping[str, Sequence[int]],
+        input_batch: InputBatch,
+        req_states: object = None,
+    ) -> torch.Tensor | None:
+        """Encode the scheduled items with data that are not cached; no merge."""
+        check_input_batch(
+            input_batch,
+            0,
+            max_num_tokens=self.max_num_tokens,
+            validate=self.validate,
+            known_req_ids=self.encoder_cache.mm_features,
+        )
+        scheduled = check_scheduled_encoder_inputs(
+            scheduled_encoder_inputs, self.encoder_cache.mm_features
+        )
+        model: MultiModalModel = self.model  # type: ignore[assignment]
+        self._encoder_outputs = [
+            model.embed_multimodal(**feature.data)[0].to(self.dtype)
+            for _, feature in scheduled
+            if isinstance(feature.data, Mapping)
+            and feature.identifier not in self.encoder_cache.encoder_outputs
+        ]
+        if self.fault == "real-step-inputs-embeds" and self.inputs_embeds is not None:
+            return self.inputs_embeds[: int(input_batch.num_tokens_after_padding)]
+        return None
+
+    def prepare_inputs(self, input_batch: InputBatch, req_states: object) -> dict[str, Any]:
+        """The step's encoder outputs, for the model's cross-attention."""
+        outputs, self._encoder_outputs = self._encoder_outputs, []
+        if self.fault == "drops-encoder-outputs":
+            outputs = []
+        return {"encoder_outputs": outputs}
+
+    def prepare_dummy_inputs(self, num_reqs: int, num_tokens: int) -> dict[str, Any]:
+        """No encoder outputs in a dummy run."""
+        return {"encoder_outputs": []}
+
+
 # ---------------------------------------------------------------------- factories
 # Factories are instances of module-level classes, so that a worker process can receive
 # them (pickled by reference to their class); each is named like the function that made it.
@@ -620,6 +733,34 @@ def model_state(
 ) -> Callable[[ConformanceContext], object]:
     """A factory of states with a state-level ``fault`` (or a gather fault in its runner)."""
     return _StateFactory(fault, gather_fault)
+
+
+class _KindStateFactory(_NamedFactory):
+    def __init__(self, label: str, cls: type[ReferenceModelState], fault: str | None) -> None:
+        super().__init__(f"{label}[{fault}]")
+        self.cls, self.fault = cls, fault
+
+    def __call__(self, ctx: ConformanceContext) -> object:
+        return self.cls(
+            ctx.model,
+            ctx.encoder_cache,
+            hidden_size=ctx.hidden_size,
+            max_num_tokens=ctx.max_num_tokens,
+            dtype=ctx.dtype,
+            device=ctx.device,
+            validate=ctx.validate,
+            fault=self.fault,  # type: ignore[call-arg]  # the gallery's subclasses take it
+        )
+
+
+def hooked_state(fault: str | None = None) -> Callable[[ConformanceContext], object]:
+    """A factory of states with the model-inputs hooks and ``fault`` in them (SPEC M1)."""
+    return _KindStateFactory("hooked_state", HookedModelState, fault)
+
+
+def cross_attention_state(fault: str | None = None) -> Callable[[ConformanceContext], object]:
+    """A factory of cross-attention states with ``fault`` (SPEC M2)."""
+    return _KindStateFactory("cross_attention_state", CrossAttentionState, fault)
 
 
 def _agreeing_isclose(a: torch.Tensor, b: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -772,6 +913,22 @@ GALLERY: tuple[BrokenTarget, ...] = (
         also=("R3",), why="a realtime decode step merges the same wrong way",
     ),
     BrokenTarget("decode steps skip the merge", model_state("skips-decode-merge"), "R3", "R3-decode-steps"),
+    # --- the model's inputs
+    BrokenTarget(
+        "capture reads a buffer no real step writes", hooked_state("capture-own-buffer"), "D2", "D2-real-path-shares-storage",
+        also=("R4",), why="on CUDA the captured graph replays the stale buffer",
+    ),
+    BrokenTarget(
+        "capture on a copy of the buffer", hooked_state("capture-copy"), "D2", "D2-dummy-views-share-storage",
+        also=("D4", "R4"), why="on CUDA each copy is an allocation and a graph reads a freed one",
+    ),
+    BrokenTarget(
+        "prepare_inputs re-embeds the tokens", hooked_state("override-re-embeds"), "R2", "R2-merged-rows-match-eager",
+        also=("R3", "R4"), why="a realtime decode step loses its rows the same way",
+    ),
+    BrokenTarget("prepare_inputs raises", hooked_state("prepare-inputs-raises"), "M1", "M1-hooks-hand-model-inputs"),
+    BrokenTarget("cross-attention state drops its encoder outputs", cross_attention_state("drops-encoder-outputs"), "M2", "M2-encoder-outputs-reach-model"),
+    BrokenTarget("cross-attention state hands inputs_embeds on real steps", cross_attention_state("real-step-inputs-embeds"), "M2", "M2-no-inputs-embeds"),
     # --- bad input
     BrokenTarget("malformed batch answered", gatherer("accepts-malformed"), "E1", "E1-malformed-batch-rejected"),
     BrokenTarget("batch error without the field", gatherer("field-not-named"), "E1", "E1-error-names-field"),

@@ -23,13 +23,14 @@ from rtmm_conformance.checks.registry import check
 from rtmm_conformance.clauses import STATE_KINDS
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.model_inputs import (
+    HOOKS_CHECK,
     ModelInputs,
     capture_inputs,
     eager_dummy_inputs,
     has_hooks,
 )
 from rtmm_conformance.driving.real_step import prepare_real_step
-from rtmm_conformance.results import CheckFailure, CheckSkipped
+from rtmm_conformance.results import CheckBlocked, CheckFailure, CheckSkipped
 from rtmm_protocol.testing import comparisons
 from rtmm_protocol.testing.scenario import GatherScenario
 from rtmm_protocol.testing.strategies import gather_scenarios
@@ -61,7 +62,7 @@ def _judge_entries(inputs: ModelInputs) -> None:
 
 
 @check(
-    "M1-hooks-hand-model-inputs",
+    HOOKS_CHECK,
     "MUST",
     "A state with the model-inputs hooks hands the model inputs through them on every real step and dummy run: prepare_inputs and prepare_dummy_inputs return mappings of model inputs without raising.",
     kinds=STATE_KINDS,
@@ -74,13 +75,20 @@ def _hooks_hand_inputs(run: CheckRun, scenario: GatherScenario) -> None:
     if not has_hooks(target):
         raise CheckSkipped(
             "the state has no model-inputs hooks (prepare_inputs, prepare_dummy_inputs): "
-            "get_mm_embeddings and dummy_inputs_embeds are what the model receives"
+            "what get_mm_embeddings and dummy_inputs_embeds return is what the model receives"
         )
-    _judge_entries(step.model_inputs(run))
     top = max(1, min(run.settings.max_num_tokens, step.batch.num_tokens_after_padding))
-    for n in sorted({1, top}):
-        _judge_entries(capture_inputs(run, target, n))
-        _judge_entries(eager_dummy_inputs(run, target, n))
+    try:
+        _judge_entries(step.model_inputs(run))
+        for n in sorted({1, top}):
+            _judge_entries(capture_inputs(run, target, n))
+            _judge_entries(eager_dummy_inputs(run, target, n))
+    except CheckBlocked as blocked:  # a hook failed: that is this check's finding
+        raise CheckFailure(
+            "a model-inputs hook failed",
+            expected="prepare_inputs and prepare_dummy_inputs return a mapping of model inputs",
+            seen=blocked.what,
+        ) from blocked.error
 
 
 @check(

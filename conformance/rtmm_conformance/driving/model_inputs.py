@@ -11,24 +11,24 @@ the contract names are the model's inputs, as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from rtmm_conformance.driving.check_run import CheckRun
+from rtmm_conformance.driving.gather_call import describe_error
 from rtmm_conformance.driving.hooks import has_hooks
-from rtmm_conformance.results import CheckFailure
+from rtmm_conformance.results import CheckBlocked
 
 __all__ = [
+    "HOOKS_CHECK",
     "ModelInputs",
     "after_prepare_inputs",
     "capture_inputs",
-    "dummy_reqs",
     "eager_dummy_inputs",
     "has_hooks",
-    "received",
 ]
 
 
@@ -46,37 +46,43 @@ class ModelInputs:
         return self.inputs_embeds if isinstance(self.inputs_embeds, torch.Tensor) else None
 
 
-def _entries(run: CheckRun, description: str, value: object) -> Mapping[str, Any]:
-    """A hook's result, which must be a mapping of model inputs."""
+#: The check that judges the hooks themselves; every other check that drives a hook is
+#: blocked, not failed, when the hook fails (that failure is M1's to report).
+HOOKS_CHECK = "M1-hooks-hand-model-inputs"
+
+
+def _hook(description: str, fn: Callable[..., object], *args: object) -> Mapping[str, Any]:
+    """Call a model-inputs hook; its result must be a mapping of model inputs. A hook that
+    raises or returns anything else blocks the check (:class:`CheckBlocked`, from the
+    target's exception): :data:`HOOKS_CHECK` reports it."""
+    try:
+        value = fn(*args)
+    except Exception as error:
+        raise CheckBlocked(f"{description} raised {describe_error(error)}", HOOKS_CHECK) from error
     if not isinstance(value, Mapping):
-        raise CheckFailure(
-            f"{description} did not return a mapping of model inputs",
-            expected="a dict such as {'inputs_embeds': ..., 'positions': ...} (or {})",
-            seen=type(value).__name__,
+        raise CheckBlocked(
+            f"{description} returned a {type(value).__name__}, not a mapping of model inputs",
+            HOOKS_CHECK,
         )
     return value
 
 
-def received(base: object, base_call: str, entries: Mapping[str, Any], hook: str) -> ModelInputs:
-    """The model's ``inputs_embeds``: the hook's entry when it has one, else ``base``."""
-    if "inputs_embeds" in entries:
-        return ModelInputs(entries["inputs_embeds"], hook, entries)
-    return ModelInputs(base, base_call, entries)
-
-
 def after_prepare_inputs(
-    run: CheckRun, target: object, base: object, base_call: str, batch: object, states: object
+    target: object, base: object, base_call: str, batch: object, states: object
 ) -> ModelInputs:
     """``base`` (what the state's merge or dummy buffer gave), overridden by the entries of
-    ``prepare_inputs(batch, states)`` where the target has the hooks."""
+    ``prepare_inputs(batch, states)`` where the target has the hooks: the hook's
+    ``inputs_embeds`` when it has one, else ``base``."""
     if not has_hooks(target):
         return ModelInputs(base, base_call)
     hook = getattr(target, "prepare_inputs")  # noqa: B009  # a hook, checked above
-    entries = _entries(run, "prepare_inputs", run.call("prepare_inputs", hook, batch, states))
-    return received(base, base_call, entries, "prepare_inputs")
+    entries = _hook("prepare_inputs", hook, batch, states)
+    if "inputs_embeds" in entries:
+        return ModelInputs(entries["inputs_embeds"], "prepare_inputs", entries)
+    return ModelInputs(base, base_call, entries)
 
 
-def dummy_reqs(run: CheckRun, num_tokens: int) -> int:
+def _dummy_reqs(run: CheckRun, num_tokens: int) -> int:
     """How many requests a dummy run of ``num_tokens`` tokens has, as vLLM's runner picks
     it for a capture: one per token, up to the state's request limit."""
     return max(1, min(num_tokens, run.settings.max_num_reqs))
@@ -93,10 +99,10 @@ def capture_inputs(run: CheckRun, target: object, num_tokens: int) -> ModelInput
             num_tokens,
         )
         return ModelInputs(view, f"dummy_inputs_embeds({num_tokens})")
-    num_reqs = dummy_reqs(run, num_tokens)
+    num_reqs = _dummy_reqs(run, num_tokens)
     call = f"prepare_dummy_inputs({num_reqs}, {num_tokens})"
     hook = getattr(target, "prepare_dummy_inputs")  # noqa: B009  # a hook
-    entries = _entries(run, call, run.call(call, hook, num_reqs, num_tokens))
+    entries = _hook(call, hook, num_reqs, num_tokens)
     return ModelInputs(entries.get("inputs_embeds"), call, entries)
 
 
@@ -112,5 +118,5 @@ def eager_dummy_inputs(run: CheckRun, target: object, num_tokens: int) -> ModelI
     )
     if num_tokens == 0 or not has_hooks(target):
         return ModelInputs(base, base_call)
-    batch, states = run.engine.dummy_step(dummy_reqs(run, num_tokens), num_tokens, run.device)
-    return after_prepare_inputs(run, target, base, base_call, batch, states)
+    batch, states = run.engine.dummy_step(_dummy_reqs(run, num_tokens), num_tokens, run.device)
+    return after_prepare_inputs(target, base, base_call, batch, states)

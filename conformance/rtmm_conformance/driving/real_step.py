@@ -66,7 +66,6 @@ class RealStep:
         overrides of ``prepare_inputs`` on the same batch and request states."""
         merged = run.call("get_mm_embeddings", self._call)
         return after_prepare_inputs(
-            run,
             self.built.target,
             merged,
             "get_mm_embeddings",

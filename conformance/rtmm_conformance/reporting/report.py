@@ -29,6 +29,8 @@ __all__ = [
 
 #: The console's sections of causes, in the order shown.
 _SECTIONS = ("own", "inherited", "expected", "robustness")
+#: The outcomes of a row that count as a failure in the summary line.
+_FAILING_ROW_OUTCOMES = (Outcome.FAILED, Outcome.WARNING)
 
 # Which outcome a check shows when its modes disagree: the first one present.
 _PRECEDENCE = (
@@ -281,11 +283,14 @@ class ConformanceReport:
         if stale:
             line += f"; {stale} stale expected-failure {'entry' if stale == 1 else 'entries'}"
         if self.baseline:
-            counts = self.counts()
-            failed = counts["failed_must"] + counts["failed_should"]
+            # Every failing row (robustness gaps and warnings too) is the target's own or
+            # inherited: the two numbers add up to the failures the line counts above.
+            origins = Counter(
+                row.origin for row in self.checks() if row.outcome in _FAILING_ROW_OUTCOMES
+            )
             line += (
-                f" -- {_plural(counts['failed_own'], 'failure')} of yours, "
-                f"{failed - counts['failed_own']} inherited from {self.baseline}"
+                f" -- {_plural(origins['own'], 'failure')} of yours, "
+                f"{origins['inherited']} inherited from {self.baseline}"
             )
         if not self.complete:
             line += " -- INCOMPLETE: " + (

@@ -23,6 +23,7 @@ from rtmm_conformance.driving.engine import Engine, engine_of, where_needed
 from rtmm_conformance.driving.gather_call import describe_error
 from rtmm_conformance.frames import TargetError
 from rtmm_conformance.results import (
+    CheckBlocked,
     CheckFailure,
     CheckResult,
     CheckSkipped,
@@ -157,6 +158,11 @@ def run_check(
         cuda_error = cuda_error_in(failure)
     except CheckSkipped as skip:
         result = CheckResult(check_id, mode, Outcome.SKIPPED, skip.reason)
+    except CheckBlocked as blocked:
+        lacking = _lacking(engine, blocked.error)
+        if lacking is not None:
+            return CheckResult(check_id, mode, Outcome.SKIPPED, lacking)
+        result = CheckResult(check_id, mode, Outcome.BLOCKED, blocked.reason)
     except BaseException as error:  # a target that escaped the check's own handling
         if isinstance(error, KeyboardInterrupt) and not contained:
             raise

@@ -140,6 +140,7 @@ class VllmEngine:
             "num_computed_prefill_tokens_np": computed_prefill,
             "is_prefilling_np": is_prefilling,
             "has_prefill": bool(is_prefilling.any()),
+            "max_seq_len_np": None,  # filled only with pipeline parallelism
             "decode_graph_eligible": not bool(is_prefilling.any()),
             "input_ids": batch.input_ids,
             "positions": torch.from_numpy(_positions(batch)).to(device),

@@ -23,8 +23,9 @@ changes, and only where the target cannot run without it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -62,13 +63,29 @@ class SuiteContext(Protocol):
 
 
 def unpin_host_memory_on_cpu(device: torch.device) -> None:
-    """Switch off vLLM's pinned host buffers when the target runs on a CPU.
+    """Switch off vLLM's pinned host memory when the target runs on a CPU.
 
-    vLLM pins the gather mask and the batched encoder inputs for fast copies to a GPU;
-    without one, pinning fails. The encoder runner reads the setting from its own module.
+    vLLM pins host memory for fast copies to a GPU, and without one pinning fails. Two
+    places of vLLM pin it for ModelRunner V2's model states: the encoder runner (the
+    gather mask, the batched encoder inputs), which reads a setting of its own module, and
+    the UVA buffers (``buffer_utils.UvaBuffer``: host memory a GPU reads in place), which
+    some states keep per request. On a CPU the device *is* the host, so a UVA buffer's
+    device view is its host tensor itself: that is what the buffers become here.
     """
-    if torch.device(device).type == "cpu":
-        import_vllm("vllm.v1.worker.gpu.mm.encoder_runner").PIN_MEMORY = False
+    if torch.device(device).type != "cpu":
+        return
+    import_vllm("vllm.v1.worker.gpu.mm.encoder_runner").PIN_MEMORY = False
+    uva = import_vllm("vllm.v1.worker.gpu.buffer_utils").UvaBuffer
+    if uva.__init__ is not _host_uva_buffer:
+        uva.__init__ = _host_uva_buffer
+
+
+def _host_uva_buffer(self: Any, size: int | Sequence[int], dtype: torch.dtype) -> None:
+    """``UvaBuffer.__init__`` on a CPU: the host tensor, and the same tensor as the device's
+    view of it (what ``uva()`` hands out)."""
+    self.cpu = torch.zeros(size, dtype=dtype, device="cpu")
+    self.np = self.cpu.numpy()
+    self._uva = self.cpu
 
 
 @dataclass(frozen=True)
