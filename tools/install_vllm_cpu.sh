@@ -9,7 +9,11 @@
 #      configured with); a torch 2.13.0 already there is kept. Never an unpinned torch.
 #   2. vLLM VERSION itself, without its dependencies (they pull CUDA builds of torch,
 #      FlashInfer and more);
-#   3. the packages vLLM's import needs, pinned in tools/vllm-cpu-requirements.txt.
+#   3. the packages vLLM's import needs, pinned in tools/vllm-cpu-requirements.txt (with
+#      those the modules of vLLM's model states import, compressed-tensors for Kimi K3's);
+#   4. torchvision 0.28.0's CPU build, from PyTorch's CPU index where it answers (PyPI has
+#      none that imports beside the CPU torch): DiffusionGemma's and MiniMax-M3's states
+#      import it.
 # Then it checks that vLLM's model states import. Running it again with another VERSION
 # swaps vLLM only. Install rtmm-protocol into VENV afterwards, for example
 #   VENV/bin/pip install -e ".[conformance]"
@@ -84,8 +88,21 @@ else
   say "vLLM $VERSION installed (without its dependencies)"
 fi
 
-# 3. What vLLM's import needs.
+# 3. What vLLM's import needs, and what the modules of its model states import besides.
 "${PIP[@]}" --no-deps -r "$REQUIREMENTS"
+
+# 4. torchvision, which two of vLLM's model states import (DiffusionGemma's, MiniMax-M3's):
+#    only PyTorch's CPU index has a CPU build that matches torch 2.13.0 (PyPI's is built
+#    against the CUDA torch and does not import beside the CPU one).
+if [ -n "$(installed torchvision)" ]; then
+  say "torchvision $(installed torchvision) already installed"
+elif reachable "$TORCH_INDEX_URL/torchvision/"; then
+  "${PIP[@]}" --no-deps --index-url "$TORCH_INDEX_URL" torchvision==0.28.0
+  say "torchvision $(installed torchvision) from $TORCH_INDEX_URL"
+else
+  say "note: $TORCH_INDEX_URL does not answer, so no torchvision: the model states of" \
+    "DiffusionGemma and MiniMax-M3 will not import (the others do)"
+fi
 if [ "$("$PY" -c 'import torch; print(torch.version.cuda or "")')" != "" ]; then
   say "note: this torch is a CUDA build; it runs on a CPU too, but the CPU build is smaller"
 fi

@@ -83,18 +83,33 @@ class ClassSpec:
         ) from first_error
 
     def _needs_package(self, error: ModuleNotFoundError) -> VllmSpecError:
-        """The error for a module that exists but imports a package that is missing."""
-        frames = traceback.extract_tb(error.__traceback__)
+        """The error for a module that exists but imports a package that is missing (the
+        innermost error that names it: transformers re-raises one without the name)."""
+        named = _named_missing(error) or error
+        frames = traceback.extract_tb(named.__traceback__)
         line = next(
             (f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in reversed(frames)),
             "",
         )
+        package = repr(named.name) if named.name else "a package"
         return VllmSpecError(
-            f"module {self.module!r} (from vllm:{self}) imports {error.name!r}, which is not "
+            f"module {self.module!r} (from vllm:{self}) imports {package}, which is not "
             f"installed here{f' (at {line})' if line else ''}: install it, or check the class "
             "on a machine that has it (the Engines page lists what each of vLLM's model "
             "states needs beyond the CPU-only install)"
         )
+
+
+def _named_missing(error: BaseException) -> ModuleNotFoundError | None:
+    """The first ``ModuleNotFoundError`` in ``error``'s chain that names its module."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ModuleNotFoundError) and current.name:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _is_the_module(error: ModuleNotFoundError, name: str) -> bool:

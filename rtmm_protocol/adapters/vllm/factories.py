@@ -29,12 +29,14 @@ from typing import Any, Protocol
 
 import torch
 
+from rtmm_conformance.driving.context import ModeNotSupported
 from rtmm_protocol.adapters.vllm.availability import import_vllm
 from rtmm_protocol.adapters.vllm.cache_view import vllm_encoder_cache
 from rtmm_protocol.adapters.vllm.class_kind import Level, classify, vllm_classes
 from rtmm_protocol.adapters.vllm.class_spec import ClassSpec
 from rtmm_protocol.adapters.vllm.contract_names import with_contract_names
 from rtmm_protocol.adapters.vllm.engine import VLLM_ENGINE, VllmEngine
+from rtmm_protocol.adapters.vllm.in_tree import nearest_in_tree_state
 from rtmm_protocol.adapters.vllm.model_config import ToyModelConfig, vllm_config_for
 from rtmm_protocol.adapters.vllm.model_view import vllm_model_view
 from rtmm_protocol.encoder_cache import EncoderCache
@@ -60,6 +62,8 @@ class SuiteContext(Protocol):
     def dtype(self) -> torch.dtype: ...
     @property
     def device(self) -> torch.device: ...
+    @property
+    def mode(self) -> str: ...
 
 
 def unpin_host_memory_on_cpu(device: torch.device) -> None:
@@ -113,8 +117,15 @@ class VllmFactory:
         return with_contract_names(cls, self.level)
 
     def __call__(self, ctx: SuiteContext) -> object:
-        """The target, built around the context's model and encoder cache."""
+        """The target, built around the context's model and encoder cache; a state whose
+        models take token ids alone refuses a multimodal model, which vLLM never gives it."""
         cls = self.target_class()
+        state = nearest_in_tree_state(cls)
+        if state is not None and state.models == "text" and ctx.mode != "text-only":
+            raise ModeNotSupported(
+                f"vLLM builds {state.name} for {state.serves}, never around a multimodal "
+                "model: the multimodal clauses are outside its domain (SPEC §0)"
+            )
         unpin_host_memory_on_cpu(ctx.device)
         model = vllm_model_view(ctx.model)
         multimodal = isinstance(ctx.model, MultiModalModel)

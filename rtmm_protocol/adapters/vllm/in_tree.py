@@ -16,16 +16,26 @@ the run names another.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rtmm_protocol.adapters.vllm.availability import import_vllm
 from rtmm_protocol.adapters.vllm.parallel_state import single_process_parallel_state
 from rtmm_protocol.testing.model_configuration import DerivedAttribute, ModelConfiguration
 
-__all__ = ["CONFIGS", "IN_TREE_STATES", "InTreeState", "default_configuration", "in_tree_state"]
+__all__ = [
+    "CONFIGS",
+    "IN_TREE_STATES",
+    "Hands",
+    "InTreeState",
+    "Models",
+    "default_configuration",
+    "in_tree_state",
+    "nearest_in_tree_state",
+]
 
 #: The folder of the carried configurations, one checkpoint-like folder per model.
 CONFIGS = Path(__file__).with_name("configs")
@@ -53,29 +63,66 @@ def _token_lookback_depth(config: Any, model: Any) -> int:
 _NO_SPECIALIZED_DECODE = {"specialized_decode_config": None}
 
 
+#: vLLM's hardware variants of a model's code, by the folder they live in.
+_VARIANTS = {"nvidia": "NVIDIA", "amd": "AMD"}
+
+#: How a state hands its model the multimodal rows: in the encoder runner's persistent
+#: buffer (``runner``: ``prepare_inputs_embeds`` returns its first rows), in a buffer of
+#: its own that ``prepare_inputs`` hands the model (``own``, SPEC M1), or not at all, the
+#: model reading the encoder outputs by cross-attention (``cross-attention``, SPEC M2).
+Hands = Literal["runner", "own", "cross-attention"]
+
+#: What the models a state serves take: multimodal inputs (the state is checked around the
+#: suite's multimodal toy models), or token ids alone (vLLM never builds it around a
+#: multimodal model, so the multimodal modes are out of its domain, SPEC §0).
+Models = Literal["multimodal", "text"]
+
+
 @dataclass(frozen=True)
 class InTreeState:
     """One of vLLM's model states: where it lives, the models it serves, the folder of its
-    carried configuration (``""``: it reads none) and the model attributes it reads."""
+    carried configuration (``""``: it reads none), the model attributes it reads, what its
+    models take (:data:`Models`), how it hands them the multimodal rows (:data:`Hands`),
+    the packages its module imports beyond what vLLM's own import needs, and, for a state
+    the suite cannot build around a toy model at all, why (``not_buildable``)."""
 
     spec: str
     serves: str
     config: str = ""
     attributes: Mapping[str, object] = field(default_factory=dict)
+    models: Models = "multimodal"
+    hands: Hands = "runner"
+    packages: tuple[str, ...] = ()
+    not_buildable: str = ""
+
+    @property
+    def name(self) -> str:
+        """The class name, with the hardware variant where vLLM has several
+        (``Qwen4ExpModelState (AMD)``)."""
+        module, _, cls = self.spec.partition(":")
+        variant = next((v for v in _VARIANTS if f".{v}." in f"{module}."), "")
+        return f"{cls} ({_VARIANTS[variant]})" if variant else cls
+
+    @property
+    def key(self) -> str:
+        """A file-name-safe key, for reports (``qwen4-exp-model-state-amd``)."""
+        module, _, cls = self.spec.partition(":")
+        words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", cls).lower()
+        variant = next((v for v in _VARIANTS if f".{v}." in f"{module}."), "")
+        return f"{words}-{variant}" if variant else words
 
     def configuration(self) -> ModelConfiguration | None:
         """The configuration it is built with by default (``None``: none needed)."""
         if not self.config and not self.attributes:
             return None
         loaded = ModelConfiguration.load(CONFIGS / self.config) if self.config else None
-        configuration = ModelConfiguration(
+        return ModelConfiguration(
             loaded.config if loaded else {},
             loaded.generation_config if loaded else {},
             dict(self.attributes),
             f"the configuration rtmm-protocol carries for {self.spec.rsplit(':', 1)[-1]}"
             + (f" (configs/{self.config}/config.json)" if self.config else ""),
         )
-        return configuration
 
 
 _STATES = "vllm.v1.worker.gpu.model_states"
@@ -89,21 +136,26 @@ IN_TREE_STATES: tuple[InTreeState, ...] = (
         f"{_STATES}.encoder_decoder:EncoderDecoderModelState",
         "cross-attention encoder-decoder models (Whisper)",
         "whisper",
+        hands="cross-attention",
     ),
     InTreeState(
         "vllm.model_executor.models.longcat_flash_ngram:LongcatNgramModelState",
-        "LongCat-Flash-Lite",
+        "LongCat-Flash-Lite (text only)",
         "longcat_flash_ngram",
         {
             "model.ngram_embeddings": DerivedAttribute(
                 _ngram_embeddings, "vLLM's NgramEmbedding, made from the configuration"
             )
         },
+        models="text",
+        hands="own",
     ),
     InTreeState(
         "vllm.model_executor.models.diffusion_gemma:DiffusionGemmaModelState",
         "DiffusionGemma (with its vision tower)",
         "diffusion_gemma",
+        hands="own",
+        packages=("torchvision",),
     ),
     InTreeState(
         "vllm.models.deepseek_v41.nvidia.model_state:DeepseekV41ModelState",
@@ -116,16 +168,27 @@ IN_TREE_STATES: tuple[InTreeState, ...] = (
         },
     ),
     InTreeState(
+        "vllm.models.deepseek_v41.nvidia.specialized_decode.runtime.model_state:"
+        "DeepseekV41SpecializedDecodeModelState",
+        "DeepSeek V4.1 with its specialized decode (NVIDIA)",
+        "deepseek_v41",
+        not_buildable="its constructor builds the model's specialized decode executor "
+        "from the model itself (model.build_specialized_decode(), then a warm-up on the "
+        "GPU), which a toy model cannot stand in for",
+    ),
+    InTreeState(
         "vllm.models.kimi_k3.nvidia.model_state:KimiK3ModelState",
         "Kimi K3 and its vision-language model (NVIDIA)",
         "kimi_k3",
         _NO_SPECIALIZED_DECODE,
+        packages=("compressed-tensors",),
     ),
     InTreeState(
         "vllm.models.kimi_k3.amd.specialized_decode.model_state:KimiK3ModelState",
         "Kimi K3 (AMD)",
         "kimi_k3",
         _NO_SPECIALIZED_DECODE,
+        packages=("compressed-tensors",),
     ),
     InTreeState(
         "vllm.models.qwen4_exp.nvidia.model_state:Qwen4ExpModelState",
@@ -140,6 +203,7 @@ IN_TREE_STATES: tuple[InTreeState, ...] = (
         "MiniMax-M3 (AMD)",
         "minimax_m3",
         {"model.specialized_decode_config": None},
+        packages=("torchvision",),
     ),
 )
 
@@ -149,6 +213,12 @@ _BY_SPEC = {state.spec: state for state in IN_TREE_STATES}
 def in_tree_state(cls: type) -> InTreeState | None:
     """The entry of ``cls`` if it is one of vLLM's own model states."""
     return _BY_SPEC.get(f"{cls.__module__}:{cls.__qualname__}")
+
+
+def nearest_in_tree_state(cls: type) -> InTreeState | None:
+    """The entry of the nearest of vLLM's own states among ``cls`` and its bases (a
+    user's subclass is built as the state it derives from is)."""
+    return next((found for base in cls.__mro__ if (found := in_tree_state(base))), None)
 
 
 def default_configuration(cls: type) -> ModelConfiguration | None:
