@@ -143,13 +143,16 @@ def missing_on_this_machine(error: BaseException) -> str | None:
     return None
 
 
-def where_needed(error: BaseException) -> str:
+def where_needed(error: BaseException, *, skip: frozenset[str] = frozenset()) -> str:
     """``at FILE:LINE (in FUNCTION)`` of the innermost frame of the target's code in
     ``error``'s traceback, with the target's line that called it when that is in
-    another file (the state's own line, below an engine's helper)."""
+    another file (the state's own line, below an engine's helper). Innermost frames of
+    the functions named in ``skip`` are passed over (an attribute lookup's machinery)."""
     frames: list[Frame] = [
         (f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(error.__traceback__)
     ]
+    while frames and frames[-1][2] in skip:
+        frames.pop()
     own = [f for f in frames if frame_kind(f[0]) == "target"]
     if not own:
         return ""

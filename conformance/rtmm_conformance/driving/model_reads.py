@@ -18,6 +18,10 @@ from rtmm_protocol.testing.model_configuration import (
 
 __all__ = ["what_the_state_read"]
 
+#: The methods an attribute read passes through before it fails (a configuration class's
+#: own lookup, transformers' among them): the read is the line that called them.
+_ATTRIBUTE_LOOKUP = frozenset({"__getattr__", "__getattribute__"})
+
 
 def what_the_state_read(error: BaseException, model: object) -> str | None:
     """The M3 hint for ``error``, raised while a state was built around ``model``; ``None``
@@ -27,7 +31,7 @@ def what_the_state_read(error: BaseException, model: object) -> str | None:
     owner = attribute_owner(model, getattr(error, "obj", None))
     if owner is None:
         return None
-    where = where_needed(error)
+    where = where_needed(error, skip=_ATTRIBUTE_LOOKUP)
     read = f"{owner}.{error.name}"
     if owner == "model.config" or owner.startswith("model.config."):
         return (
