@@ -17,7 +17,6 @@ __all__ = [
     "CHECKS",
     "CHECKS_BY_ID",
     "IMPLEMENTATIONS",
-    "checks_for_clause",
     "clauses_for",
     "known_versions",
 ]
@@ -33,11 +32,6 @@ CHECKS: Final[tuple[CheckInfo, ...]] = tuple(impl.info for impl in IMPLEMENTATIO
 
 #: Check ID -> its record.
 CHECKS_BY_ID: Final[Mapping[str, CheckInfo]] = types.MappingProxyType({c.id: c for c in CHECKS})
-
-
-def checks_for_clause(clause: str) -> tuple[CheckInfo, ...]:
-    """Every check of one clause, in catalog order."""
-    return tuple(c for c in CHECKS if c.clause == clause)
 
 
 def clauses_for(kind: TargetKind) -> tuple[str, ...]:

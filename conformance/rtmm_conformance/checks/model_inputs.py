@@ -66,6 +66,7 @@ def _judge_entries(inputs: ModelInputs) -> None:
     "MUST",
     "A state with the model-inputs hooks hands the model inputs through them on every real step and dummy run: prepare_inputs and prepare_dummy_inputs return mappings of model inputs without raising.",
     kinds=STATE_KINDS,
+    since="1.1",
     strategy=_steps,
     cases=(*cases.PROMPT_STEP_CASES, *cases.DECODE_STEP_CASES),
 )
@@ -96,6 +97,7 @@ def _hooks_hand_inputs(run: CheckRun, scenario: GatherScenario) -> None:
     "MUST",
     "A cross-attention state hands the model no inputs_embeds: None from get_mm_embeddings and dummy_inputs_embeds, and none among the entries of prepare_inputs and prepare_dummy_inputs.",
     kinds=("cross_attention",),
+    since="1.1",
     strategy=_prompt_steps,
     cases=cases.PROMPT_STEP_CASES,
 )
@@ -133,6 +135,7 @@ def _tensors(value: object) -> Iterator[torch.Tensor]:
     "MUST",
     "On a real step of a cross-attention state, the encoder output of every item it encodes is among the entries prepare_inputs hands the model.",
     kinds=("cross_attention",),
+    since="1.1",
     strategy=_prompt_steps,
     cases=cases.PROMPT_STEP_CASES,
 )
