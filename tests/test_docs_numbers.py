@@ -1,17 +1,16 @@
 """The numbers the docs show come from the code as it is: each is rerun or checked here.
 
-- Every conformance summary line (``contract: 34 passed, ...``) that a page shows in
-  a code block is either the output of the Python example just above it (which
-  ``tests/test_docs.py`` runs and compares) or listed in :data:`SHOWN_RUNS` with the
-  run that produces it; that run is made here, through the suite's public API
-  (:func:`~rtmm_conformance.check_model_state`), and its
-  ``summary_line()`` must be the line the page shows. A check added to the suite
-  changes the counts, and this test then names every page to update.
+- The console outputs a page shows are not typed into it: the page includes a file of
+  ``docs/_gen/outputs/``, which ``docs/_gen/console_outputs.py`` cuts from a real run.
+  Each is rerun here and must be what the file holds. No page types a summary line
+  (``contract: 34 passed, ...``) of its own, but below a Python example that
+  ``tests/test_docs.py`` runs and compares, and the README, which quotes the
+  reference's from its file.
 - The ``python -m rtmm_protocol typecheck`` outputs of the typing guide are rerun and
   compared line for line.
 - Every timing a page quotes sits in a section that names the machine it was measured
-  on, and the tutorial's table of ``pytest -n`` timings agrees with its advice and was
-  measured on the suite as it is now (``tests/measure_docs_timings.py`` measures it).
+  on, and the tutorial's table of ``pytest -n`` timings names the suite it measured and
+  agrees with its advice (``tests/measure_docs_timings.py`` measures it).
 """
 
 from __future__ import annotations
@@ -22,14 +21,13 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import console_outputs as outputs
 import pytest
+from console_outputs import ShownRun
 from docs_pages import DOCS, REPO, CodeBlock, code_blocks
 
-from rtmm_conformance import ConformanceReport, check_model_state
 from rtmm_protocol.typecheck import main as typecheck_main
 from rtmm_protocol.typecheck.cache import CACHE_DIR_ENV_VAR
 from rtmm_protocol.typecheck.static import find_pyright
@@ -49,79 +47,81 @@ PAGES = [
         and str(page.relative_to(DOCS)) not in OTHER_PAGES
     ),
 ]
-SUMMARY_LINE = re.compile(r"contract: \d+ passed[^\n]*")
-ITEMS_LINE = re.compile(r"^(?P<items>\d+) pytest items = (?P<checks>\d+) checks", re.M)
+SUMMARY_LINE = re.compile(r"contract: \d+ passed[^\n`]*")
 
 
-@dataclass(frozen=True)
-class ShownRun:
-    """A code block of a page that shows a conformance run, and how to make that run.
+def _include(name: str) -> str:
+    return f'--8<-- "docs/_gen/outputs/{name}.txt"'
 
-    ``page`` is relative to the repository, ``title`` is the block's title (what the
-    reader sees above it, the command where there is one). The factory and its modules
-    come from the page's own ``# file:`` blocks; ``xfail_block`` names the page's block
-    that holds the expected-failures file, written out under its title.
+
+@pytest.mark.slow  # each a whole run of the suite, or most of one
+@pytest.mark.parametrize("shown", outputs.SHOWN_RUNS, ids=lambda shown: shown.name)
+def test_shown_console_output_is_a_real_runs(shown: ShownRun) -> None:
+    """The file a page includes is what its command prints today (but the versions)."""
+    committed = (outputs.OUTPUTS / f"{shown.name}.txt").read_text("utf-8")
+    fresh = outputs.excerpt(outputs.run(shown), shown.keep)
+    assert outputs.comparable(committed) == outputs.comparable(fresh), (
+        f"docs/_gen/outputs/{shown.name}.txt is out of date: run "
+        f"python docs/_gen/console_outputs.py {shown.name}\nthe run prints:\n{fresh}"
+    )
+
+
+@pytest.mark.parametrize("shown", outputs.SHOWN_RUNS, ids=lambda shown: shown.name)
+def test_each_output_is_included_under_its_command(shown: ShownRun) -> None:
+    """The page shows the file in a block titled with the command that made it."""
+    page = REPO / shown.page
+    blocks = [b for b in code_blocks(page) if b.title == shown.command]
+    assert len(blocks) == 1, f"{shown.page} has {len(blocks)} blocks titled {shown.command!r}"
+    assert blocks[0].code.strip() == _include(shown.name)
+
+
+def test_every_output_file_is_made_by_a_run() -> None:
+    made = {f"{shown.name}.txt" for shown in outputs.SHOWN_RUNS}
+    assert {p.name for p in outputs.OUTPUTS.glob("*.txt")} == made
+
+
+def _typed_summary_lines(page: Path) -> list[str]:
+    """The summary lines a page types, but those in an ``Output`` block below a Python
+    example that ``tests/test_docs.py`` runs and compares."""
+    found = []
+    blocks = code_blocks(page)
+    checked = {
+        block.line
+        for position, block in enumerate(blocks)
+        if block.is_output
+        and page.is_relative_to(DOCS)
+        and position > 0
+        and blocks[position - 1].language == "python"
+        and blocks[position - 1].skip_reason is None
+    }
+    lines = page.read_text("utf-8").splitlines()
+    starts = sorted(checked)
+    for number, line in enumerate(lines, start=1):
+        if not SUMMARY_LINE.search(line):
+            continue
+        inside = any(start <= number < start + 40 for start in starts)  # an Output block
+        if not inside:
+            found.append(f"{page.relative_to(REPO)}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_page_types_a_summary_line() -> None:
+    """Counts change with every check added: pages include them from a run instead.
+
+    The README cannot include a file (it is read as it is), so it quotes the reference's
+    summary line, which must be the one ``spec-reference`` holds; the tutorial's timings
+    name the suite they measured with its summary line, which stays true of that run.
     """
-
-    page: str
-    title: str
-    factory: str
-    checks: tuple[str, ...] | None = None
-    examples: int | None = None
-    xfail_block: str | None = None
-
-    @property
-    def id(self) -> str:
-        return f"{self.page}: {self.title}"
-
-
-SHOWN_RUNS = (
-    ShownRun(
-        "docs/specification.md",
-        "pytest --conformance",
-        "rtmm_conformance:reference_model_state",
-    ),
-    ShownRun(
-        "docs/tutorial.md",
-        "pytest --conformance=my_engine_factory:make_state",
-        "my_engine_factory:make_state",
-    ),
-    ShownRun(
-        "docs/tutorial.md",
-        "pytest --conformance=early_exit_state:make_state",
-        "early_exit_state:make_state",
-    ),
-    ShownRun(
-        "docs/tutorial.md",
-        "pytest --conformance=early_exit_state:make_state --conformance-xfail=known-gaps.txt",
-        "early_exit_state:make_state",
-        xfail_block="known-gaps.txt",
-    ),
-    ShownRun(
-        "docs/tutorial.md",
-        "python tests/measure_docs_timings.py xdist --rounds 3",
-        "rtmm_conformance:reference_model_state",
-    ),
-    ShownRun(
-        "docs/write-your-own.md",
-        "pytest --conformance=from_scratch_state.factory:make_state",
-        "from_scratch_state.factory:make_state",
-    ),
-    ShownRun(
-        "docs/report.md",
-        "pytest --conformance=targets:make_crashing -k 'G1 or D5' --conformance-examples=0",
-        "targets:make_crashing",
-        # -k G1 selects the checks of G10 too
-        checks=("G1", "G10", "D5"),
-        examples=0,
-    ),
-)
-
-
-def _block(page: Path, title: str) -> CodeBlock:
-    found = [block for block in code_blocks(page) if block.title == title]
-    assert len(found) == 1, f"{page.relative_to(REPO)} has {len(found)} blocks titled {title!r}"
-    return found[0]
+    typed = [line for page in PAGES for line in _typed_summary_lines(page)]
+    readme = [line for line in typed if line.startswith("README.md:")]
+    timings = [line for line in typed if "suite: contract:" in line]
+    assert [line for line in typed if line not in readme + timings] == []
+    reference = (outputs.OUTPUTS / "spec-reference.txt").read_text("utf-8").strip()
+    for line in readme:
+        quoted = SUMMARY_LINE.search(line)
+        assert quoted is not None
+        prefix = quoted.group(0).split("...", 1)[0].rstrip()
+        assert reference.startswith(prefix), f"{line}\nbut the reference's run gives {reference}"
 
 
 @contextlib.contextmanager
@@ -140,83 +140,6 @@ def _page_files(page: Path, directory: Path) -> Iterator[None]:
         for name, module in list(sys.modules.items()):
             if (getattr(module, "__file__", None) or "").startswith(str(directory)):
                 del sys.modules[name]
-
-
-def _run(shown: ShownRun, directory: Path) -> ConformanceReport:
-    page = REPO / shown.page
-    options: dict[str, Any] = {}
-    if shown.checks is not None:
-        options["checks"] = list(shown.checks)
-    if shown.examples is not None:
-        options["examples"] = shown.examples
-    with _page_files(page, directory):
-        if shown.xfail_block is not None:
-            xfail = directory / shown.xfail_block
-            xfail.write_text(_block(page, shown.xfail_block).code + "\n", "utf-8")
-            options["xfail"] = xfail
-        return check_model_state(shown.factory, **options)
-
-
-@pytest.mark.parametrize(
-    "shown",
-    [
-        # A whole run of the suite takes a while: marked slow (CI runs slow tests too).
-        pytest.param(shown, id=shown.id, marks=[pytest.mark.slow] if shown.checks is None else [])
-        for shown in SHOWN_RUNS
-    ],
-)
-def test_shown_summary_line_is_a_real_runs(shown: ShownRun, tmp_path: Path) -> None:
-    """The summary line a page shows is the one its run prints today."""
-    block = _block(REPO / shown.page, shown.title)
-    lines = SUMMARY_LINE.findall(block.code)
-    assert len(lines) == 1, f"{shown.id}: shows {len(lines)} summary lines"
-    report = _run(shown, tmp_path)
-    assert lines[0] == report.summary_line(), (
-        f"{shown.page} (block {shown.title!r}) shows\n  {lines[0]}\nbut the run gives\n"
-        f"  {report.summary_line()}\nupdate the page from a real run"
-    )
-    items = ITEMS_LINE.search(block.code)
-    if items is not None:
-        # The JSON report's layout is a documented interface (its schema ships with the
-        # suite): its checks and its item count are what this line relates.
-        data = report.to_json()
-        summary, checks = data["summary"], data["checks"]
-        assert isinstance(summary, dict)
-        assert isinstance(checks, list)
-        shown_counts = (int(items.group("items")), int(items.group("checks")))
-        assert shown_counts == (summary["items"], len(checks)), shown.id
-
-
-def test_every_summary_line_shown_is_checked() -> None:
-    """No page shows a summary line that neither this file nor the examples' test reruns."""
-    registered = {(shown.page, shown.title) for shown in SHOWN_RUNS}
-    unchecked = []
-    found = 0
-    for page in PAGES:
-        blocks = code_blocks(page)
-        for position, block in enumerate(blocks):
-            if not SUMMARY_LINE.search(block.code):
-                continue
-            found += 1
-            page_name = str(page.relative_to(REPO))
-            # tests/test_docs.py runs the site's Python examples and compares their output.
-            after_example = (
-                block.is_output
-                and page.is_relative_to(DOCS)
-                and position > 0
-                and blocks[position - 1].language == "python"
-                and blocks[position - 1].skip_reason is None
-            )
-            if not after_example and (page_name, block.title) not in registered:
-                unchecked.append(f"{page_name}:{block.line} ({block.title!r})")
-    assert found >= len(SHOWN_RUNS)
-    assert unchecked == [], "summary lines no test reruns; add them to SHOWN_RUNS"
-
-
-def test_every_registered_block_exists() -> None:
-    """Renaming a block's title (its command) must come with updating its run here."""
-    for shown in SHOWN_RUNS:
-        _block(REPO / shown.page, shown.title)
 
 
 # ------------------------------------------------------------------ typecheck outputs
@@ -348,6 +271,12 @@ def test_timings_name_their_machine() -> None:
 XDIST_BLOCK = "python tests/measure_docs_timings.py xdist --rounds 3"
 
 
+def _block(page: Path, title: str) -> CodeBlock:
+    found = [block for block in code_blocks(page) if block.title == title]
+    assert len(found) == 1, f"{page.relative_to(REPO)} has {len(found)} blocks titled {title!r}"
+    return found[0]
+
+
 def _xdist_table() -> dict[str, float]:
     """The tutorial's ``pytest -n`` timings: run label -> median seconds."""
     text = (DOCS / "tutorial.md").read_text("utf-8")
@@ -362,8 +291,9 @@ def _xdist_table() -> dict[str, float]:
     return table
 
 
-def test_xdist_timings_are_of_this_suite_and_this_machine() -> None:
-    """The table has a row for each run the script measures, under a machine label."""
+def test_xdist_timings_name_their_machine_and_suite() -> None:
+    """The table has a row for each run the script measures, under a label naming the
+    machine and the suite measured."""
     import measure_docs_timings as timings
 
     block = _block(DOCS / "tutorial.md", XDIST_BLOCK)
@@ -374,8 +304,9 @@ def test_xdist_timings_are_of_this_suite_and_this_machine() -> None:
         for label, _ in timings.XDIST_VARIANTS
     ]
     assert sorted(_xdist_table()) == sorted(expected)
-    # The suite measured is the suite as it is: SHOWN_RUNS reruns the block's summary line.
-    assert any(shown.title == XDIST_BLOCK for shown in SHOWN_RUNS)
+    # It names the suite it measured (its summary line then), so a check added later
+    # does not make it false.
+    assert re.search(r"^suite: contract: \d+ passed", block.code, re.M), block.code
 
 
 def test_commands_use_xdist_only_where_the_timings_say_it_pays() -> None:
