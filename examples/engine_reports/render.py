@@ -1,30 +1,27 @@
-"""The Engines page's compliance matrix and causes, from the committed conformance reports.
+"""The Engines page's compliance matrix, causes and table of vLLM's model states, from the
+committed conformance reports.
 
 ``reports/*.json`` are the JSON reports of the conformance suite (run without a
-known-gaps file, so every deviation shows as a failure) for the bundled reference and
-for vLLM 0.33.0 at both levels. From them this script writes ``matrix.md`` (with
-``python -m rtmm_conformance matrix``) and ``causes.md`` (every check that did not pass,
-grouped by the cause the report gives: its ``cause`` field where the report has one,
-else the error text the check saw). The docs page includes both files.
+known-gaps file, so every deviation shows as a failure) for the bundled reference, for
+vLLM 0.33.0 at both levels, and for each model state vLLM ships (``reports/states/``).
+From them this script writes ``matrix.md`` (with ``python -m rtmm_conformance matrix``),
+``causes.md`` (every check that did not pass, grouped by the cause the report gives: its
+``cause`` field where the report has one, else the error text the check saw) and
+``states.md`` (one row per model state: what it hands the model, its verdict, what it
+needed). The docs page includes the three files.
 
-    python examples/engine_reports/render.py            # re-render the two files
+    python examples/engine_reports/render.py            # re-render the three files
     python examples/engine_reports/render.py --check    # exit 1 if they are out of date
-    python examples/engine_reports/render.py --run PYTHON
-        # rerun the four suites with PYTHON (an environment with vLLM and this
-        # project installed, see .ci/vllm.sh), then re-render; the examples are put
-        # on PYTHONPATH in front of whatever it already holds
 
-Reports are written with paths made relative (to the repository or to site-packages), so
-they do not depend on the machine that produced them.
+``refresh.py`` reruns the suites and writes the reports (with paths made relative, so that
+they do not depend on the machine that produced them), then calls this script.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,45 +33,40 @@ REPO = HERE.parents[1]
 REPORTS = HERE / "reports"
 MATRIX_FILE = HERE / "matrix.md"
 CAUSES_FILE = HERE / "causes.md"
+STATES_FILE = HERE / "states.md"
 
 
 @dataclass(frozen=True)
 class Target:
-    """One column of the matrix: how to run it and where its report lives."""
+    """One column of the matrix: its label and its report (``refresh.py``'s ``RUNS``
+    says which target the report is of)."""
 
     label: str
     report: str
-    factory: str
-    pythonpath: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The target, as ``--conformance`` names it."""
+        return _runs()[self.report]
+
+
+def _runs() -> Mapping[str, str]:
+    """``refresh.py``'s ``RUNS``: report file -> the target it is a report of."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    from refresh import RUNS
+
+    return RUNS
 
 
 TARGETS = (
-    Target(
-        "reference",
-        "reference-model-state.json",
-        "rtmm_conformance.targets:reference_model_state",
-    ),
-    Target(
-        "reference runner",
-        "reference-gatherer.json",
-        "rtmm_conformance.targets:reference_gatherer",
-    ),
-    Target(
-        "vLLM 0.33.0 runner",
-        "vllm-encoder-runner.json",
-        "vllm_encoder_runner.factory:make_encoder_runner",
-        ("examples/vllm_encoder_runner",),
-    ),
-    Target(
-        "vLLM 0.33.0 ModelState",
-        "vllm-model-state.json",
-        "vllm_model_state.factory:make_model_state",
-        ("examples/vllm_encoder_runner", "examples/vllm_model_state"),
-    ),
+    Target("reference", "reference-model-state.json"),
+    Target("reference runner", "reference-gatherer.json"),
+    Target("vLLM 0.33.0 runner", "vllm-encoder-runner.json"),
+    Target("vLLM 0.33.0 ModelState", "vllm-model-state.json"),
 )
 
 _NOT_PASSED = ("failed", "xfailed", "warning", "blocked")
-_SITE_PACKAGES = re.compile(r"/[^\s\"'()]*?/site-packages/")
 
 
 def _matrix_arguments() -> list[str]:
@@ -156,7 +148,7 @@ def render_causes() -> str:
                 reason = str(mode.get("reason", ""))
                 group.checks.append((label, check.get("level", "?"), mode["outcome"], reason))
         sections.append(f"### {target.label}\n")
-        sections.append(f"`{target.factory}`: {report['summary']['line']}\n")
+        sections.append(f"`{target.name}`: {report['summary']['line']}\n")
         if not groups:
             sections.append("Every check that ran passed.\n")
             continue
@@ -169,48 +161,101 @@ def render_causes() -> str:
     return "\n".join(sections).rstrip() + "\n"
 
 
-def _relative_paths(text: str) -> str:
-    # Site-packages first: a virtual environment may live inside the repository.
-    return _SITE_PACKAGES.sub("", text).replace(f"{REPO}/", "")
+_HANDS = {
+    "runner": "`inputs_embeds`: the encoder runner's buffer",
+    "own": "`inputs_embeds`: a buffer of its own, from `prepare_inputs` (M1)",
+    "cross-attention": "encoder outputs, by cross-attention (M2)",
+}
+#: ``the target's step needs X (at ...): not judged here`` and the CUDA-only checks' reason.
+_NEEDS = re.compile(r"(?:the target's step )?needs (?P<what>.+?)(?: \(at | \(run with |,|$)")
 
 
-def run_suites(python: str) -> None:
-    """Rerun every target's suite with ``python`` and store its report."""
-    REPORTS.mkdir(exist_ok=True)
-    for target in TARGETS:
-        path = REPORTS / target.report
-        env = dict(os.environ)
-        inherited = [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []
-        env["PYTHONPATH"] = os.pathsep.join(
-            [*(str(REPO / p) for p in target.pythonpath), *inherited]
-        )
-        command = [
-            python,
-            "-m",
-            "pytest",
-            f"--conformance={target.factory}",
-            f"--conformance-report={path}",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-        ]
-        print("$", " ".join(command), flush=True)
-        # A target with known gaps fails the run; the report is what is kept.
-        subprocess.run(command, cwd=REPO, env=env, check=False, stdout=subprocess.DEVNULL)
-        if not path.exists():
-            raise SystemExit(f"no report written for {target.label}")
-        path.write_text(_relative_paths(path.read_text(encoding="utf-8")), encoding="utf-8")
+def _profile_text(counts: Mapping[str, int], origins: Mapping[str, int]) -> str:
+    """``35 passed, 0 failed, 2 skipped`` for one profile of a report, failures split by
+    origin for a subclass of another of vLLM's states."""
+    failed = counts["failed"] + counts["warnings"] + counts["xfailed"]
+    parts = [f"{counts['passed']} passed", f"{failed} failed"]
+    if failed and origins.get("inherited"):
+        parts[-1] += f" ({origins['inherited']} inherited)"
+    for key in ("blocked", "skipped"):
+        if counts[key]:
+            parts.append(f"{counts[key]} {key}")
+    return ", ".join(parts)
+
+
+def _origins(report: Mapping[str, Any], profile: str) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for check in report.get("checks", []):
+        if check.get("profile") == profile and check.get("origin"):
+            found[check["origin"]] = found.get(check["origin"], 0) + 1
+    return found
+
+
+def _skip_reasons(report: Mapping[str, Any]) -> list[str]:
+    """What the run lacked, with how many checks each kept from being judged."""
+    counted: dict[str, int] = {}
+    for check in report.get("checks", []):
+        if check.get("outcome") != "skipped":
+            continue
+        found = _NEEDS.search(str(check.get("reason", "")))
+        what = found.group("what") if found else str(check.get("reason", ""))
+        what = what.removesuffix(", which this machine does not have")
+        counted[what] = counted.get(what, 0) + 1
+    return [
+        f"{what} ({n} {'check' if n == 1 else 'checks'} skipped)" for what, n in counted.items()
+    ]
+
+
+def render_states() -> str:
+    """One row per model state vLLM ships: what it hands the model, its verdict and what
+    its run needed (the configuration the adapter carries, packages, what this machine
+    lacked)."""
+    from rtmm_protocol.adapters.vllm.in_tree import IN_TREE_STATES
+
+    by_spec = {name.removeprefix("vllm:"): report for report, name in _runs().items()}
+    lines = [
+        "| state | serves | the model receives | contract | robustness | what it needed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for state in IN_TREE_STATES:
+        needed = []
+        if state.config:
+            needed.append(f"the configuration the adapter carries (`configs/{state.config}/`)")
+        needed.extend(f"model attribute `{name}`" for name in state.attributes)
+        needed.extend(f"the package `{package}`" for package in state.packages)
+        cells = [f"`{state.name}`", state.serves, _HANDS[state.hands]]
+        path = REPORTS / by_spec.get(state.spec, "")
+        if state.not_buildable or not path.is_file():
+            why = state.not_buildable or "no report yet: run refresh.py"
+            cells += ["not built", "not built", "; ".join([*needed, why])]
+        else:
+            report = json.loads(path.read_text(encoding="utf-8"))
+            profiles = report["summary"]["profiles"]
+            if report.get("kind") is None and state.models == "text":
+                cells[2] = "token ids (a text-only model: outside the multimodal domain)"
+            cells += [
+                _profile_text(profiles["contract"], _origins(report, "contract")),
+                _profile_text(profiles["robustness"], _origins(report, "robustness")),
+            ]
+            torch = report.get("environment", {}).get("torch", "")
+            if state.packages and "cpu" not in torch:
+                needed.append(f"checked with torch {torch} (the build that has them)")
+            needed.extend(_skip_reasons(report))
+            cells.append("; ".join(needed) or "nothing but its name")
+        lines.append("| " + " | ".join(_escape(cell) for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Re-render (or check) the matrix and causes; optionally rerun the suites first."""
+    """Re-render (or check) the matrix, the causes and the table of vLLM's model states."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="fail if the files are stale")
-    parser.add_argument("--run", metavar="PYTHON", help="rerun the suites with this Python")
     args = parser.parse_args(argv)
-    if args.run:
-        run_suites(args.run)
-    wanted = {MATRIX_FILE: render_matrix(), CAUSES_FILE: render_causes()}
+    wanted = {
+        MATRIX_FILE: render_matrix(),
+        CAUSES_FILE: render_causes(),
+        STATES_FILE: render_states(),
+    }
     if args.check:
         stale = [p.name for p, text in wanted.items() if p.read_text(encoding="utf-8") != text]
         if stale:
