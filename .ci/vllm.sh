@@ -2,13 +2,15 @@
 # vLLM's own ModelRunner V2 classes as conformance targets, in each tested vLLM release.
 #
 # For each release: install it CPU-only into .ci/vllm-venv with the project's installer
-# (tools/install_vllm_cpu.sh; a second release swaps vLLM only), run the adapter's tests,
-# then the suite at its defaults against vLLM's classes by name
-# (--conformance=vllm:MODULE:CLASS) with their known-gaps files and --conformance-strict:
-# a failure a file does not list fails, and so does an entry whose checks pass again. For
-# the release of the committed Engines reports, each run's report must reach the same
-# verdicts as the committed one (examples/engine_reports/compare.py); regenerate them with
-# examples/engine_reports/refresh.py when it does not.
+# (tools/install_vllm_cpu.sh; a second release swaps vLLM only), run the adapter's tests
+# (the galleries of faults, vLLM's model states by name, the Engines page's console
+# outputs), then the suite at its defaults against vLLM's DefaultModelState and
+# EncoderRunner by name (--conformance=vllm:MODULE:CLASS) with their known-gaps files and
+# --conformance-strict: a failure a file does not list fails, and so does an entry whose
+# checks pass again. For the release of the committed Engines reports, each run's report
+# must reach the same verdicts as the committed one (examples/engine_reports/compare.py),
+# and so must a fresh run of every other model state vLLM ships (refresh.py --check);
+# regenerate them with examples/engine_reports/refresh.py when they do not.
 #
 #   bash .ci/vllm.sh                                # every tested release
 #   RTMM_VLLM_VERSIONS=0.33.0 bash .ci/vllm.sh      # some of them
@@ -64,6 +66,12 @@ suites() {
       "$PY" examples/engine_reports/compare.py "examples/engine_reports/reports/vllm-$level.json" \
         ".ci/vllm-$version-$level.json" || status=1
     done
+    step "vLLM $version's other model states by name, against the Engines page's reports"
+    local start=$SECONDS
+    "$PY" examples/engine_reports/refresh.py --check states/ 2>&1 |
+      { grep -v -E '^(INFO|WARNING) [0-9-]+ |vllm\._C|Triton not|^W[0-9]{4} ' || true; }
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    echo "    ($(( SECONDS - start )) s)"
   fi
   # Called as `suites V || ...`, where set -e is off: every failure is in the status.
   return "$status"
@@ -90,7 +98,9 @@ for version in $VERSIONS; do
   # reported by its clause, as the class's own; vLLM's classes with no contract failure),
   # run beside the two suite runs: all three mostly wait on one core.
   start=$SECONDS
-  "$PY" -m pytest tests/test_vllm_adapter.py tests/test_vllm_gallery.py tests/suite/test_engine_examples.py \
+  "$PY" -m pytest tests/test_vllm_adapter.py tests/test_vllm_gallery.py tests/test_vllm_inputs_gallery.py \
+    tests/test_vllm_in_tree.py tests/suite/test_engine_examples.py \
+    "tests/test_docs_numbers.py::test_shown_console_output_is_a_real_runs" -k "not test_shown_console_output or engines" \
     -p no:cacheprovider -q >"$LOGS/adapter-$version.log" 2>&1 &
   adapter=$!
   suites_status=0

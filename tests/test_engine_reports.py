@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from rtmm_conformance.settings import RunSettings
+from rtmm_protocol.adapters.vllm.in_tree import IN_TREE_STATES, InTreeState
 
 HERE = Path(__file__).resolve().parent.parent / "examples" / "engine_reports"
 RENDER = HERE / "render.py"
@@ -35,11 +36,19 @@ def _committed(name: str) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("name", ["matrix", "causes"])
+@pytest.mark.parametrize("name", ["matrix", "causes", "states"])
 def test_committed_rendering_is_up_to_date(name: str) -> None:
     render = _script("render")
-    path = {"matrix": render.MATRIX_FILE, "causes": render.CAUSES_FILE}[name]
-    fresh = {"matrix": render.render_matrix, "causes": render.render_causes}[name]()
+    path = {
+        "matrix": render.MATRIX_FILE,
+        "causes": render.CAUSES_FILE,
+        "states": render.STATES_FILE,
+    }[name]
+    fresh = {
+        "matrix": render.render_matrix,
+        "causes": render.render_causes,
+        "states": render.render_states,
+    }[name]()
     assert path.read_text(encoding="utf-8") == fresh, (
         f"{path.name} is out of date: run python {RENDER.relative_to(RENDER.parents[2])}"
     )
@@ -47,21 +56,78 @@ def test_committed_rendering_is_up_to_date(name: str) -> None:
 
 def test_reports_hold_no_machine_paths() -> None:
     render = _script("render")
-    for target in render.TARGETS:
-        text = (render.REPORTS / target.report).read_text(encoding="utf-8")
-        assert "site-packages/" not in text, target.report
-        assert str(render.REPO) not in text, target.report
+    for path in render.REPORTS.glob("**/*.json"):
+        text = path.read_text(encoding="utf-8")
+        assert "site-packages/" not in text, path.name
+        assert str(render.REPO) not in text, path.name
 
 
 def test_refresh_runs_every_report_the_page_renders() -> None:
+    """Every report the page draws is one refresh.py writes: the matrix's, and one per
+    model state vLLM ships that the suite can build."""
     render, refresh = _script("render"), _script("refresh")
-    assert set(refresh.RUNS) == {target.report for target in render.TARGETS}
+    assert set(refresh.RUNS) == {t.report for t in render.TARGETS} | set(refresh.STATE_REPORTS)
+    buildable = [s for s in IN_TREE_STATES if not s.not_buildable]
+    assert len(refresh.STATE_REPORTS) == len(buildable) - 1  # DefaultModelState: the matrix's
+    committed = {p.relative_to(HERE / "reports").as_posix() for p in HERE.glob("reports/**/*.json")}
+    assert set(refresh.RUNS) == committed
 
 
-@pytest.mark.parametrize("name", sorted((HERE / "reports").glob("*.json")), ids=lambda p: p.name)
+def _state_report(state: InTreeState) -> dict[str, Any]:
+    refresh = _script("refresh")
+    name = next(r for r, spec in refresh.RUNS.items() if spec == f"vllm:{state.spec}")
+    return _committed(name)
+
+
+_BUILT = [s for s in IN_TREE_STATES if not s.not_buildable]
+
+
+@pytest.mark.parametrize("state", _BUILT, ids=lambda s: s.key)
+def test_vllms_own_states_pass_the_contract_by_name(state: InTreeState) -> None:
+    """Each of vLLM's model states, run by its name alone without a known-gaps file (CI's
+    refresh.py --check reruns them), fails no contract check, nor is any blocked; a state
+    whose models take token ids alone is not judged around a multimodal model."""
+    report = _state_report(state)
+    assert report["target"] == f"vllm:{state.spec}"
+    # Nothing but the name: the configuration is the one the adapter carries, if any.
+    carried = report["settings"]["model_config"]
+    assert (carried is None) == (not state.config and not state.attributes), carried
+    assert carried is None or carried.startswith("the configuration rtmm-protocol carries")
+    contract = report["summary"]["profiles"]["contract"]
+    assert contract["failed"] == contract["warnings"] == contract["blocked"] == 0, contract
+    if state.models == "text":
+        assert report["kind"] is None
+        assert contract["passed"] == 0
+        return
+    kind = "cross_attention" if state.hands == "cross-attention" else "model_state"
+    assert report["kind"] == kind
+    assert contract["passed"] > 0
+
+
+@pytest.mark.parametrize(
+    "state", [s for s in _BUILT if s.models == "multimodal"], ids=lambda s: s.key
+)
+def test_a_state_derived_from_another_inherits_its_robustness_gaps(state: InTreeState) -> None:
+    """vLLM's states that derive from another of vLLM's are compared with it: the gaps the
+    base has are reported as inherited, not as the state's own."""
+    report = _state_report(state)
+    failing = [c for c in report["checks"] if c["outcome"] in ("failed", "warning")]
+    assert failing, "every vLLM state has robustness gaps at the suite's defaults"
+    origins = {c["origin"] for c in failing}
+    assert origins == ({"inherited"} if report["baseline"] else {"own"}), report["baseline"]
+
+
+def test_the_text_only_state_says_why_it_is_not_judged() -> None:
+    longcat = next(s for s in IN_TREE_STATES if s.models == "text")
+    report = _state_report(longcat)
+    reasons = {c["reason"] for c in report["checks"]}
+    assert all("never around a multimodal model" in reason for reason in reasons), reasons
+
+
+@pytest.mark.parametrize("name", sorted((HERE / "reports").glob("**/*.json")), ids=lambda p: p.name)
 def test_reports_are_runs_at_the_suites_defaults(name: Path) -> None:
     """Same seed, same verdicts: the committed reports use what a plain run uses."""
-    settings = _committed(name.name)["settings"]
+    settings = _committed(name.relative_to(HERE / "reports").as_posix())["settings"]
     assert (settings["seed"], settings["examples"]) == (RunSettings().seed, RunSettings().examples)
     assert settings["strict"] is False
 
@@ -148,8 +214,9 @@ def test_the_pages_strict_summary_line_follows_from_the_committed_report() -> No
     passes the contract; every robustness failure of the committed report (run without the
     file) is listed there, so that run passes and skips what the report does and expects
     the rest to fail."""
-    page = (HERE.parents[1] / "docs" / "engines.md").read_text(encoding="utf-8")
-    assert "known-gaps-vllm-0.33.0.txt" in page
+    page = (HERE.parents[1] / "docs" / "_gen" / "outputs" / "engines-known-gaps.txt").read_text(
+        encoding="utf-8"
+    )
     profiles = _committed("vllm-model-state.json")["summary"]["profiles"]
     contract, robustness = profiles["contract"], profiles["robustness"]
     assert contract["failed"] == contract["warnings"] == 0  # vLLM passes the contract

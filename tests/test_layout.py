@@ -19,6 +19,7 @@ import pytest
 
 import rtmm_conformance
 import rtmm_protocol
+from rtmm_conformance.clauses import AREAS
 
 PACKAGE_DIR = Path(rtmm_protocol.__file__).resolve().parent
 #: The suite's folder: in a checkout the second portion of the package, under the
@@ -235,26 +236,16 @@ def test_the_base_exception_scan_finds_a_direct_subclass(tmp_path: Path) -> None
 
 
 #: The check-area modules and the shared cases: the checks themselves, not the harness.
-_CHECK_MODULES = {
-    f"checks/{name}.py"
-    for name in (
-        "signatures",
-        "gather",
-        "stateful",
-        "changes",
-        "dummy_run",
-        "real_path",
-        "cuda_graphs",
-        "errors",
-        "cases",
-    )
-}
-#: Lines the harness may not grow beyond: it is 4,677 (4,647 before the suite became the
-#: package rtmm_conformance with its layers: the catalog read from the registry instead
-#: of the decorators' source, one settings record, cause keys as tuples and computed in
-#: the running layer, one report builder, the matrix's own command line; 4,767 before it
-#: was grouped by concern and trimmed), above the 3,500 it aims for.
-HARNESS_BUDGET = 4_677
+#: The checks themselves, which the harness budget does not count: the area modules (one
+#: per area of the specification, as the registry names them) and the hand-placed cases.
+_CHECK_MODULES = {f"checks/{area}.py" for area in AREAS} | {"checks/cases.py"}
+#: Lines the harness may not grow beyond: it is 5,324, 647 more than before it drove a
+#: state as an engine's runner does (an engine's types, the model-inputs hooks, a model's
+#: configuration and what a state read from it, checks blocked by another's finding);
+#: 4,647 before the suite became the package rtmm_conformance with its layers, 4,767
+#: before it was grouped by concern. The checks themselves are not counted: adding one
+#: never meets this budget.
+HARNESS_BUDGET = 5_324
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
 #: is 1,409 (1,199 before the decode path's second round: the arena's copies remembered in
 #: arrays and looked up by id only where a slot missed, feature lists rechecked only where

@@ -303,30 +303,3 @@ def test_loading_a_target_raises_no_deprecation_warning() -> None:
     assert result.returncode == 1
     assert "DeprecationWarning: after the import" in result.stderr
     assert result.stderr.count("DeprecationWarning") == 1, result.stderr
-
-
-@needs_vllm
-@pytest.mark.skipif(VLLM != "0.33.0", reason="the Engines page shows a run against vLLM 0.33.0")
-def test_the_engines_page_shows_a_real_run_of_a_subclass_with_a_bug_of_its_own() -> None:
-    """The page's example, run at the suite's defaults: its summary line, and the checks it
-    names as the class's own, are what the suite reports."""
-    page = (Path(__file__).resolve().parents[1] / "docs" / "engines.md").read_text("utf-8")
-    report = check_model_state("vllm:vllm_gallery:CopyingDummyState", device="cpu")
-    assert report.summary_line() in page
-    own = {
-        line.split()[3]
-        for line in page.splitlines()
-        if line.split()[3:4] and "; own]" in line and line.split()[0] in ("D2", "G8", "C1", "C2")
-    }
-    seen = {r.check_id for r in report.results if r.origin == "own"}
-    assert (
-        own
-        == seen
-        == {
-            "D2-dummy-views-share-storage",
-            "D2-real-path-shares-storage",
-            "G8-stateful-life-matches-oracle",
-            "C1-changes-accepted",
-            "C2-changes-never-stale",
-        }
-    )

@@ -136,6 +136,7 @@ class TargetError:
         return cls(type(error).__name__, message, innermost_target(frames))
 
     def __str__(self) -> str:
-        """``Type: message (at file:line)``, as failure messages show it."""
-        where = f" (at {self.at[0]}:{self.at[1]})" if self.at is not None else ""
+        """``Type: message (at file:line)``, as failure messages show it (the file from
+        ``site-packages`` or the working directory, as :func:`short_path` writes it)."""
+        where = f" (at {short_path(self.at[0])}:{self.at[1]})" if self.at is not None else ""
         return f"{self.type}: {self.message}{where}"

@@ -20,6 +20,7 @@ so it is the one line not compared.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import re
 import shlex
@@ -32,6 +33,7 @@ from pathlib import Path
 
 __all__ = [
     "OUTPUTS",
+    "ENGINE_RUNS",
     "SHOWN_RUNS",
     "Keep",
     "ShownRun",
@@ -40,6 +42,7 @@ __all__ = [
     "excerpt",
     "page_files",
     "run",
+    "vllm_installed",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +50,8 @@ OUTPUTS = Path(__file__).resolve().parent / "outputs"
 _FILE_BLOCK = re.compile(
     r"^```python\n(?P<code># file: (?P<name>[\w./-]+\.py)\n.*?)^```$", re.M | re.S
 )
+#: The vLLM release the outputs of vLLM's classes come from.
+VLLM_RELEASE = "0.33.0"
 #: The header's line of the machine's versions, the one line a rerun may change.
 _VERSIONS = re.compile(r"^  versions: ")
 
@@ -71,12 +76,18 @@ class Span:
 class ShownRun:
     """A run a page shows: its ``name`` (the file ``outputs/NAME.txt``), the ``page`` whose
     ``# file:`` blocks hold its modules, the ``command`` (a ``pytest`` command line, as the
-    page's block title shows it) and which of its lines the page keeps, in order."""
+    page's block title shows it; ``VENV/bin/python -m pytest ...`` is run with this
+    script's Python) and which of its lines the page keeps, in order. ``folder`` (relative
+    to the repository) is where it runs instead of a fresh folder holding the page's
+    modules; ``needs_vllm``: it checks one of vLLM's classes (run this script with the
+    Python of an environment that has vLLM 0.33.0)."""
 
     name: str
     page: str
     command: str
     keep: tuple[Keep | Span, ...]
+    folder: str | None = None
+    needs_vllm: bool = False
 
 
 _SUMMARY = Keep(r"^contract: \d+ passed")
@@ -143,6 +154,104 @@ SHOWN_RUNS: tuple[ShownRun, ...] = (
 )
 
 
+_ENGINES = "docs/engines.md"
+_STATES = "vllm.v1.worker.gpu.model_states"
+_TARGET = Keep(r"^  target: ")
+_NOTES = Keep(r"^clauses not applicable to ")
+_SKIPPED = Keep(r"^\S+\s+\S+\s+\S+\s+\S+\s+skipped\s")
+
+#: The runs of vLLM's classes the Engines page shows (run from the repository's root,
+#: where the tests' folder is on the path, or from the example's folder).
+ENGINE_RUNS: tuple[ShownRun, ...] = (
+    ShownRun(
+        "engines-copying-dummy",
+        _ENGINES,
+        "pytest --conformance=vllm:vllm_gallery:CopyingDummyState",
+        (
+            _TABLE_TOP,
+            *(
+                _row(check)
+                for check in (
+                    "T3-realtime-guard-semantics",
+                    "G8-stateful-life-matches-oracle",
+                    "C1-changes-accepted",
+                    "C2-changes-never-stale",
+                    "D2-dummy-views-share-storage",
+                    "D2-real-path-shares-storage",
+                    "E3-no-silent-truncation",
+                )
+            ),
+            _CAUSES,
+            _ITEMS,
+            _SUMMARY,
+        ),
+        folder=".",
+        needs_vllm=True,
+    ),
+    ShownRun(
+        "engines-known-gaps",
+        _ENGINES,
+        ".ci/vllm-venv/bin/python -m pytest "
+        f"--conformance=vllm:{_STATES}.default:DefaultModelState "
+        "--conformance-xfail=examples/vllm_model_state/known-gaps-vllm-0.33.0.txt "
+        "--conformance-strict",
+        (_SUMMARY,),
+        folder=".",
+        needs_vllm=True,
+    ),
+    ShownRun(
+        "engines-encoder-decoder",
+        _ENGINES,
+        f"pytest --conformance=vllm:{_STATES}.encoder_decoder:EncoderDecoderModelState",
+        (
+            _TARGET,
+            Keep(r"^  clauses: "),
+            _row("M2-no-inputs-embeds"),
+            _row("M2-encoder-outputs-reach-model"),
+            _row("R1-encodes-scheduled-items"),
+            _NOTES,
+            _ITEMS,
+            _SUMMARY,
+        ),
+        folder=".",
+        needs_vllm=True,
+    ),
+    ShownRun(
+        "engines-deepseek",
+        _ENGINES,
+        "pytest --conformance=vllm:vllm.models.deepseek_v41.nvidia.model_state:DeepseekV41ModelState",
+        (
+            _TARGET,
+            _row("G5-rows-match-mask"),
+            _row("D2-real-path-shares-storage"),
+            _row("R4-cuda-graph-replay-matches-eager"),
+            _SUMMARY,
+        ),
+        folder=".",
+        needs_vllm=True,
+    ),
+    ShownRun(
+        "engines-own-state-unconfigured",
+        _ENGINES,
+        "pytest --conformance=vllm:replay_state:ReplayWindowState",
+        (_failure("T1-factory-builds[realtime]"), _SUMMARY),
+        folder="examples/vllm_own_state",
+        needs_vllm=True,
+    ),
+    ShownRun(
+        "engines-own-state",
+        _ENGINES,
+        "pytest --conformance=vllm:replay_state:ReplayWindowState "
+        "--conformance-model-config=checkpoint/config.json",
+        (_TARGET, _row("D2-real-path-shares-storage"), _SUMMARY),
+        folder="examples/vllm_own_state",
+        needs_vllm=True,
+    ),
+)
+
+SHOWN_RUNS = (*SHOWN_RUNS, *ENGINE_RUNS)
+
+
 def page_files(page: Path) -> dict[str, str]:
     """The page's ``# file: NAME.py`` blocks: file name -> code."""
     text = page.read_text(encoding="utf-8")
@@ -164,20 +273,31 @@ def _known_gaps(page: Path, directory: Path) -> None:
         (directory / "known-gaps.txt").write_text(found.group("code"), encoding="utf-8")
 
 
-def run(shown: ShownRun) -> str:
-    """What the command prints, run in a folder holding the page's modules."""
-    page = REPO / shown.page
+def _pytest_arguments(shown: ShownRun) -> list[str]:
+    """The arguments after ``pytest`` (or ``PYTHON -m pytest``) in the command."""
     argv = shlex.split(shown.command)
-    if argv[0] != "pytest":
-        raise ValueError(f"{shown.name}: only pytest commands are run, got {shown.command!r}")
-    with tempfile.TemporaryDirectory() as folder:
-        directory = Path(folder)
-        _write_files(page, directory)
-        _known_gaps(page, directory)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, *_pythonpath()])}
+    if argv[0] == "pytest":
+        return argv[1:]
+    if argv[0].endswith("python") and argv[1:3] == ["-m", "pytest"]:
+        return argv[3:]
+    raise ValueError(f"{shown.name}: only pytest commands are run, got {shown.command!r}")
+
+
+def run(shown: ShownRun) -> str:
+    """What the command prints, run in ``shown.folder`` or in a fresh folder holding the
+    page's modules (and its ``known-gaps.txt``)."""
+    arguments = _pytest_arguments(shown)
+    with tempfile.TemporaryDirectory() as fresh:
+        if shown.folder is not None:
+            directory = REPO / shown.folder
+        else:
+            directory = Path(fresh)
+            _write_files(REPO / shown.page, directory)
+            _known_gaps(REPO / shown.page, directory)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(directory), *_pythonpath()])}
         env.pop("PYTEST_ADDOPTS", None)
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *argv[1:]],
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *arguments],
             cwd=directory,
             env=env,
             capture_output=True,
@@ -224,6 +344,14 @@ def excerpt(output: str, keep: Sequence[Keep | Span]) -> str:
     return "\n".join(shown) + "\n"
 
 
+def vllm_installed() -> bool:
+    """Whether the release of the vLLM outputs (0.33.0) is installed here."""
+    try:
+        return importlib.metadata.version("vllm") == VLLM_RELEASE
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 def comparable(text: str) -> str:
     """``text`` without the line of the machine's versions."""
     return "\n".join(line for line in text.splitlines() if not _VERSIONS.match(line))
@@ -237,6 +365,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 where a file is stale")
     args = parser.parse_args(argv)
     chosen = [s for s in SHOWN_RUNS if not args.names or any(n in s.name for n in args.names)]
+    if any(s.needs_vllm for s in chosen) and not vllm_installed():
+        print("vLLM is not installed: the outputs of vLLM's classes are left as they are")
+        chosen = [s for s in chosen if not s.needs_vllm]
     stale = []
     for shown in chosen:
         path = OUTPUTS / f"{shown.name}.txt"

@@ -16,7 +16,7 @@ from typing import Any
 _ROLE = re.compile(
     r":(?:class|func|meth|mod|data|attr|exc|obj):<code>(?P<tilde>~?)(?P<target>[\w.]+)</code>"
 )
-_CLAUSE = r"[GCDRET]\d+"
+_CLAUSE = r"[GCDMRET]\d+"
 _CITATION = re.compile(rf"\bSPEC (?P<refs>{_CLAUSE}(?:(?:[-/, ]| and ){_CLAUSE})*)")
 
 

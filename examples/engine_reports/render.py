@@ -231,8 +231,6 @@ def render_states() -> str:
         else:
             report = json.loads(path.read_text(encoding="utf-8"))
             profiles = report["summary"]["profiles"]
-            if report.get("kind") is None and state.models == "text":
-                cells[2] = "token ids (a text-only model: outside the multimodal domain)"
             cells += [
                 _profile_text(profiles["contract"], _origins(report, "contract")),
                 _profile_text(profiles["robustness"], _origins(report, "robustness")),
@@ -240,7 +238,11 @@ def render_states() -> str:
             torch = report.get("environment", {}).get("torch", "")
             if state.packages and "cpu" not in torch:
                 needed.append(f"checked with torch {torch} (the build that has them)")
-            needed.extend(_skip_reasons(report))
+            if report.get("kind") is None and state.models == "text":
+                cells[2] = "token ids alone"
+                needed.append("not judged: vLLM never builds it around a multimodal model")
+            else:
+                needed.extend(_skip_reasons(report))
             cells.append("; ".join(needed) or "nothing but its name")
         lines.append("| " + " | ".join(_escape(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -145,7 +145,7 @@ def test_xfail_file_entries_match_clauses_checks_and_modes() -> None:
 
 def test_requirement_sets_leave_newer_checks_out() -> None:
     checks = dict(IMPLEMENTATIONS)
-    newer = replace(checks[G5.id], info=replace(G5, since="1.1"))
+    newer = replace(checks[G5.id], info=replace(G5, since="1.2"))
     checks[G5.id] = newer
     runner = SuiteRunner(
         Target(reference_model_state, "ref"),

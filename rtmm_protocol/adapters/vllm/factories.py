@@ -124,7 +124,7 @@ class VllmFactory:
         if state is not None and state.models == "text" and ctx.mode != "text-only":
             raise ModeNotSupported(
                 f"vLLM builds {state.name} for {state.serves}, never around a multimodal "
-                "model: the multimodal clauses are outside its domain (SPEC §0)"
+                "model: the multimodal clauses are outside its domain (specification.md#domain)"
             )
         unpin_host_memory_on_cpu(ctx.device)
         model = vllm_model_view(ctx.model)

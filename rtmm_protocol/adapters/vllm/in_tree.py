@@ -74,7 +74,7 @@ Hands = Literal["runner", "own", "cross-attention"]
 
 #: What the models a state serves take: multimodal inputs (the state is checked around the
 #: suite's multimodal toy models), or token ids alone (vLLM never builds it around a
-#: multimodal model, so the multimodal modes are out of its domain, SPEC §0).
+#: multimodal model, so the multimodal modes are outside its domain: specification.md#domain).
 Models = Literal["multimodal", "text"]
 
 
