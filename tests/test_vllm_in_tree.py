@@ -20,7 +20,7 @@ import pytest
 from test_vllm_adapter import VLLM, needs_vllm
 
 from rtmm_conformance import check_model_state
-from rtmm_conformance.driving.context import build_context
+from rtmm_conformance.driving.context import Mode, build_context
 from rtmm_conformance.results import Outcome
 from rtmm_conformance.settings import RunSettings
 from rtmm_protocol.adapters.vllm import VllmSpecError, load_target
@@ -111,7 +111,7 @@ def test_each_state_is_built_by_name_and_hands_its_model_what_the_list_says(
     other hands it the encoder runner's buffer in a capture, or one of its own, as listed."""
     _load(state)
     target = load_target(state.spec)
-    mode = "text-only" if state.models == "text" else "non-realtime"
+    mode: Mode = "text-only" if state.models == "text" else "non-realtime"
     settings = RunSettings(device="cpu", model_config=target.configuration)
     parts = build_context(mode, settings, config_class=VLLM_ENGINE.config_class)
     built = target.factory(parts.ctx)
@@ -147,7 +147,7 @@ def test_each_state_passes_the_contract_on_the_hand_placed_cases(state: InTreeSt
 
 
 @pytest.fixture
-def own_state_folder(monkeypatch: pytest.MonkeyPatch) -> Path:
+def own_state_folder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The example's folder, on the path and the working directory (as its page runs it)."""
     monkeypatch.syspath_prepend(str(OWN_STATE))
     monkeypatch.chdir(OWN_STATE)

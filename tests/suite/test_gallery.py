@@ -116,7 +116,8 @@ def test_every_clause_has_a_gallery_entry() -> None:
     assert should_checks <= {e.check for e in (*GALLERY, *KIND_GALLERY)}
 
 
-#: Faults only a CUDA device shows: allocation statistics and graph replay.
+#: Faults only a CUDA device shows: allocation statistics and graph replay, on a state
+#: without the model-inputs hooks and on one with them (its capture is the hook's).
 CUDA_GALLERY = (
     BrokenTarget(
         "dummy buffer allocated per call",
@@ -130,16 +131,32 @@ CUDA_GALLERY = (
         "R4",
         "R4-cuda-graph-replay-matches-eager",
     ),
+    BrokenTarget(
+        "capture on a copy of the buffer",
+        hooked_state("capture-copy"),
+        "D4",
+        "D4-dummy-no-allocation",
+    ),
+    BrokenTarget(
+        "capture reads a buffer no real step writes",
+        hooked_state("capture-own-buffer"),
+        "R4",
+        "R4-cuda-graph-replay-matches-eager",
+    ),
 )
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
-@pytest.mark.parametrize("entry", CUDA_GALLERY, ids=[e.check for e in CUDA_GALLERY])
+@pytest.mark.parametrize(
+    "entry", CUDA_GALLERY, ids=[e.name.replace(" ", "-") for e in CUDA_GALLERY]
+)
 def test_cuda_faults_fail_their_check(entry: BrokenTarget) -> None:
     report = check_model_state(entry.factory, device="cuda", examples=0, checks=[entry.check])
     assert {r.outcome for r in report.results} == {Outcome.FAILED}, report.table()
-    clean = check_model_state(model_state(), device="cuda", examples=0, checks=[entry.check])
+    hooks = "hooked_state" in getattr(entry.factory, "__qualname__", "")
+    clean_factory = hooked_state() if hooks else model_state()
+    clean = check_model_state(clean_factory, device="cuda", examples=0, checks=[entry.check])
     assert clean.ok, clean.table()
 
 

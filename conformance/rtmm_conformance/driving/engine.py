@@ -11,6 +11,7 @@ vLLM's ``InputBatch`` that the contract does not name) comes from a factory with
 
 from __future__ import annotations
 
+import importlib.util
 import traceback
 from typing import Protocol
 
@@ -127,13 +128,19 @@ _NO_CUDA = (
 def missing_on_this_machine(error: BaseException) -> str | None:
     """What ``error`` shows is missing here rather than wrong in the target: a package
     (``ModuleNotFoundError``), a compiled operator (``torch.ops.NS.NAME`` not registered:
-    a kernel built only for accelerators), or a CUDA device. ``None`` for anything else."""
+    a kernel built only for accelerators), or a CUDA device. ``None`` for anything else,
+    and for an error that names something this machine has: a skip must not be a way
+    for a target to avoid being judged."""
     if isinstance(error, ModuleNotFoundError) and error.name:
-        return f"the package {error.name.split('.')[0]!r}, which is not installed here"
+        if _importable(error.name):
+            return None
+        return f"the module {error.name!r}, which is not installed here"
     if isinstance(error, AttributeError) and isinstance(
         getattr(error, "obj", None), torch._ops._OpNamespace
     ):
         namespace = getattr(error.obj, "name", "")
+        if error.name is None or hasattr(error.obj, error.name):
+            return None
         return (
             f"the compiled operator torch.ops.{namespace}.{error.name}, which this "
             "installation does not provide (a kernel built for accelerators)"
@@ -141,6 +148,15 @@ def missing_on_this_machine(error: BaseException) -> str | None:
     if not torch.cuda.is_available() and any(text in str(error) for text in _NO_CUDA):
         return "a CUDA device, which this machine does not have"
     return None
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` is installed here (found without importing it; its parent
+    packages are imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def where_needed(error: BaseException, *, skip: frozenset[str] = frozenset()) -> str:
