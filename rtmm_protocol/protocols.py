@@ -22,9 +22,6 @@ __all__ = [
     "TextModel",
 ]
 
-#: The batch type a state's methods take (contravariant: a parameter).
-BatchT_contra = TypeVar("BatchT_contra", contravariant=True)
-
 
 @runtime_checkable
 class TextModel(Protocol):
@@ -79,6 +76,11 @@ class InputBatch(Protocol):
     def prefill_len_np(self) -> IntArray: ...
     @property
     def num_computed_tokens_np(self) -> IntArray: ...
+
+
+#: The batch type a state's hooks take: contravariant (it appears in parameters only), and
+#: bound to :class:`InputBatch`, the batch the contract's methods read.
+BatchT_contra = TypeVar("BatchT_contra", bound=InputBatch, contravariant=True)
 
 
 @runtime_checkable
@@ -171,7 +173,9 @@ class ModelInputsHooks(Protocol[BatchT_contra]):
     Generic in the batch type, because a parameter is contravariant: a state whose
     ``prepare_inputs`` takes its engine's own batch class cannot accept *any*
     :class:`InputBatch`, so ``ModelInputsHooks[InputBatch]`` would reject it. Write
-    ``ModelInputsHooks[MyBatch]`` with the batch class the state takes.
+    ``ModelInputsHooks[MyBatch]`` with the batch class the state takes; ``MyBatch`` must
+    be an :class:`InputBatch` (the type variable's bound), since the same batch reaches
+    the state's ``get_mm_embeddings``.
     """
 
     def prepare_inputs(self, input_batch: BatchT_contra, req_states: Any) -> dict[str, Any]:

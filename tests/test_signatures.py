@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import pytest
 import torch
-from support import typing_examples
+from support import typing_examples, vllm_typing_examples
 
 from rtmm_protocol import EncoderCache
 from rtmm_protocol.reference import EncoderRunner, ReferenceModelState
@@ -17,6 +17,7 @@ from rtmm_protocol.signatures import (
     SignatureProblem,
     check_gatherer_signature,
     check_model_state_signature,
+    check_vllm_model_state_signature,
 )
 from rtmm_protocol.testing import ToyRealtimeModel, ToyReplaceModel, ToyTextModel
 
@@ -332,3 +333,67 @@ def test_instance_attributes_from_getattr_count() -> None:
 def test_problem_text_without_a_parameter() -> None:
     problem = SignatureProblem("device", None, "an attribute named device", "no such attribute")
     assert str(problem) == "device: expected an attribute named device; found no such attribute"
+
+
+# ---------------------------------------------------------------------- vLLM's spelling
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["EngineModelState", "EngineModelStateSubclass", "AnyBatchModelState", "MixedBatchModelState"],
+)
+def test_vllm_shaped_states_conform_to_vllm_model_state(name: str) -> None:
+    # MixedBatchModelState's fault is a type, which only the type checkers see.
+    cls = getattr(vllm_typing_examples, name)
+    assert check_vllm_model_state_signature(cls) == []
+    assert check_vllm_model_state_signature(cls()) == []
+
+
+def test_vllm_shaped_runner_conforms_and_0_24_signature_does_not() -> None:
+    assert check_gatherer_signature(vllm_typing_examples.EngineRunner) == []
+    assert summary(check_gatherer_signature(vllm_typing_examples.PreRenameEngineRunner)) == [
+        (
+            "computed_prefill_lens",
+            "a parameter named num_computed_tokens (renamed from computed_prefill_lens)",
+            "a parameter still named computed_prefill_lens; rename it to num_computed_tokens",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "PreRenameModelState",
+            [(None, "a method named prepare_inputs_embeds", "no such method")],
+        ),
+        (
+            "NoDummyHookModelState",
+            [(None, "a method named prepare_dummy_inputs", "no such method")],
+        ),
+        (
+            "NoLookaheadDefaultModelState",
+            [("draft_lookahead", "a default of 0", "no default")],
+        ),
+    ],
+)
+def test_broken_vllm_shaped_states(name: str, expected: list[tuple[str | None, str, str]]) -> None:
+    assert (
+        summary(check_vllm_model_state_signature(getattr(vllm_typing_examples, name))) == expected
+    )
+
+
+def test_vllm_model_state_members_are_vllms() -> None:
+    """The Protocol's members, in the order the run-time check reports them."""
+    problems = check_vllm_model_state_signature(typing_examples.NeitherStateNorGatherer)
+    assert [problem.method for problem in problems] == [
+        "supports_mm_inputs",
+        "inputs_embeds_size",
+        "max_num_tokens",
+        "device",
+        "dummy_inputs_embeds",
+        "gather_mm_embeddings",
+        "prepare_inputs_embeds",
+        "prepare_inputs",
+        "prepare_dummy_inputs",
+    ]

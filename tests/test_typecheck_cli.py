@@ -29,7 +29,8 @@ from rtmm_protocol.signatures import (
 )
 from rtmm_protocol.typecheck import main
 from rtmm_protocol.typecheck.cache import CACHE_DIR_ENV_VAR, typecheck_cache_dir
-from rtmm_protocol.typecheck.static import find_pyright
+from rtmm_protocol.typecheck.static import find_pyright, write_check_module
+from rtmm_protocol.typecheck.targets import batch_class_of, detect_protocol, load_target
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "tests"
@@ -44,6 +45,17 @@ BROKEN = [
     f"{EXAMPLES}:LookaheadDefaultOneGatherer",
     f"{EXAMPLES}:NumpyDummyState",
     f"{EXAMPLES}:NoLookaheadDefaultState",
+]
+#: vLLM-shaped classes (written without vLLM): checked against VllmModelState.
+VLLM_SHAPED = "support.vllm_typing_examples"
+VLLM_SHAPED_CLASSES = [
+    f"{VLLM_SHAPED}:EngineModelState",
+    f"{VLLM_SHAPED}:EngineModelStateSubclass",
+    f"{VLLM_SHAPED}:AnyBatchModelState",
+    f"{VLLM_SHAPED}:EngineRunner",
+    f"{VLLM_SHAPED}:MixedBatchModelState",
+    f"{VLLM_SHAPED}:NoLookaheadDefaultModelState",
+    f"{VLLM_SHAPED}:PreRenameEngineRunner",
 ]
 HAS_PYRIGHT = find_pyright() is not None
 
@@ -90,6 +102,11 @@ def conforming() -> Outcome:
 @pytest.fixture(scope="module")
 def broken() -> Outcome:
     return run(BROKEN)
+
+
+@pytest.fixture(scope="module")
+def vllm_shaped() -> Outcome:
+    return run(VLLM_SHAPED_CLASSES)
 
 
 @needs_mypy
@@ -304,6 +321,212 @@ def test_missing_mypy_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch
     assert 'install the typecheck extra: pip install "rtmm-protocol[typecheck]"' in outcome.stderr
 
 
+# ------------------------------------------------------------------ vLLM's spelling
+
+
+def _matches(spec: str, protocol: str) -> str:
+    checkers = "mypy and pyright" if HAS_PYRIGHT else "mypy"
+    return (
+        f"{spec}: matches {protocol} (checked: its method signatures and attribute types, by "
+        f"the run-time signature check and by {checkers} on a generated module)"
+    )
+
+
+@needs_mypy
+def test_vllm_shaped_states_match_vllm_model_state_of_their_batch(vllm_shaped: Outcome) -> None:
+    """A class with prepare_inputs_embeds is checked against VllmModelState, parametrised
+    with the batch class its methods take; a runner with vLLM's signature is a gatherer."""
+    expected = {
+        "EngineModelState": "VllmModelState[EngineBatch]",
+        "EngineModelStateSubclass": "VllmModelState[EngineBatch]",
+        "AnyBatchModelState": "VllmModelState[VllmInputBatch]",
+        "EngineRunner": "MMEmbeddingGatherer",
+    }
+    for name, protocol in expected.items():
+        spec = f"{VLLM_SHAPED}:{name}"
+        assert vllm_shaped.block(spec) == [_matches(spec, protocol)]
+    assert vllm_shaped.status == 1
+    assert "\n4 of 7 classes match their Protocol\n" in vllm_shaped.stdout
+
+
+@needs_mypy
+def test_a_method_narrowing_the_batch_class_is_rejected(vllm_shaped: Outcome) -> None:
+    """The widest batch class among the methods' is the parameter, so the method that asks
+    for a narrower one is the finding (the run-time check reads no types)."""
+    block = vllm_shaped.block(f"{VLLM_SHAPED}:MixedBatchModelState")
+    assert block[0].endswith(": does not match VllmModelState[EngineBatch]")
+    text = "\n".join(block)
+    assert "run-time" not in text
+    assert (
+        "prepare_inputs: expected def prepare_inputs(self, input_batch: EngineBatch, "
+        "req_states: Any) -> dict[str, Any]; found def prepare_inputs(self, input_batch: "
+        "OtherBatch" in text
+    )
+    if HAS_PYRIGHT:
+        assert any(line.startswith("  pyright: ") for line in block)
+
+
+@needs_mypy
+def test_a_vllm_shaped_state_without_the_lookahead_default_fails_every_check(
+    vllm_shaped: Outcome,
+) -> None:
+    block = vllm_shaped.block(f"{VLLM_SHAPED}:NoLookaheadDefaultModelState")
+    text = "\n".join(block)
+    assert block[0].endswith(": does not match VllmModelState[EngineBatch]")
+    assert (
+        "gather_mm_embeddings(draft_lookahead): expected a default of 0; found no default" in text
+    )
+    assert "mypy: Incompatible return value type" in text
+    if HAS_PYRIGHT:
+        assert 'Parameter "draft_lookahead" is missing default argument' in text
+
+
+@needs_mypy
+def test_vllm_0_24_runner_signature_is_rejected_by_every_check(vllm_shaped: Outcome) -> None:
+    """vLLM 0.24.0's runner kept computed_prefill_lens: mypy rejects it too (SPEC T2)."""
+    block = vllm_shaped.block(f"{VLLM_SHAPED}:PreRenameEngineRunner")
+    text = "\n".join(block)
+    assert block[0].endswith(": does not match MMEmbeddingGatherer")
+    assert "(renamed from computed_prefill_lens)" in text
+    assert "mypy: Incompatible return value type" in text
+    assert "computed_prefill_lens: ndarray[tuple[Any, ...], dtype[Any]]" in text
+    if HAS_PYRIGHT:
+        assert 'Missing keyword parameter "num_computed_tokens"' in text
+
+
+@needs_mypy
+def test_vllm_0_28_merge_name_is_reported_missing_under_the_forced_protocol() -> None:
+    spec = f"{VLLM_SHAPED}:PreRenameModelState"
+    outcome = run(["--no-pyright", "--protocol", "VllmModelState", spec])
+    assert outcome.status == 1
+    assert outcome.block(spec) == [
+        f"{spec}: does not match VllmModelState[EngineBatch]",
+        "  run-time signature check:",
+        "    - prepare_inputs_embeds: expected a method named prepare_inputs_embeds; "
+        "found no such method",
+        '  mypy: Incompatible return value type (got "PreRenameModelState", expected '
+        '"VllmModelState[EngineBatch]") [return-value]',
+        "    - missing members: prepare_inputs_embeds",
+    ]
+
+
+HIDDEN_BATCH_STATE = '''\
+"""A vLLM-shaped state whose batch class is imported for the type checkers only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from support.vllm_typing_examples import EngineBatch
+
+
+class HiddenBatchState:
+    def __init__(self) -> None:
+        self.supports_mm_inputs = False
+        self.inputs_embeds_size = 8
+        self.max_num_tokens = 16
+        self.device = torch.device("cpu")
+
+    def dummy_inputs_embeds(self, num_tokens: int) -> torch.Tensor | None:
+        return None
+
+    def gather_mm_embeddings(
+        self, input_batch: EngineBatch, draft_lookahead: int = 0
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        return [], torch.zeros(input_batch.num_tokens, dtype=torch.bool)
+
+    def prepare_inputs_embeds(
+        self, scheduled_encoder_inputs: dict[str, list[int]], input_batch: EngineBatch, req_states: Any
+    ) -> torch.Tensor | None:
+        return None
+
+    def prepare_inputs(self, input_batch: EngineBatch, req_states: Any) -> dict[str, Any]:
+        return {}
+
+    def prepare_dummy_inputs(self, num_reqs: int, num_tokens: int) -> dict[str, Any]:
+        return {}
+'''
+
+
+@needs_mypy
+def test_an_unresolvable_batch_annotation_is_checked_as_any_and_said(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.mypy]\nstrict = true\nwarn_unreachable = true\npython_version = "3.10"\n'
+    )
+    (tmp_path / "hidden_batch_state.py").write_text(HIDDEN_BATCH_STATE)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(TESTS))
+        patch.setenv("MYPYPATH", str(TESTS))
+        outcome = run(["--no-pyright", "hidden_batch_state:HiddenBatchState"], directory=tmp_path)
+    lines = outcome.stdout.splitlines()
+    assert lines[1].startswith("hidden_batch_state:HiddenBatchState: matches VllmModelState[Any]")
+    assert lines[2] == (
+        "  note: no method of the class names its batch class in an annotation that resolves "
+        "at run time, so its batch parameters were checked as Any"
+    )
+    assert outcome.status == 0, outcome.stdout
+
+
+def test_detection_picks_vllm_model_state_for_prepare_inputs_embeds() -> None:
+    from support import vllm_typing_examples as shaped
+
+    assert detect_protocol(shaped.EngineModelState) == "VllmModelState"
+    assert detect_protocol(shaped.EngineModelStateSubclass) == "VllmModelState"
+    assert detect_protocol(shaped.EngineRunner) == "MMEmbeddingGatherer"
+    assert detect_protocol(shaped.PreRenameEngineRunner) == "MMEmbeddingGatherer"
+    # vLLM 0.28's spelling has no prepare_inputs_embeds: judged as a ModelState.
+    assert detect_protocol(shaped.PreRenameModelState) == "ModelState"
+    assert detect_protocol(typing_examples.TextOnlyState) == "ModelState"
+
+
+def test_the_batch_class_is_the_widest_its_methods_take() -> None:
+    from support import vllm_typing_examples as shaped
+
+    engine_batch = (VLLM_SHAPED, "EngineBatch")
+    assert batch_class_of(shaped.EngineModelState) == engine_batch
+    assert batch_class_of(shaped.MixedBatchModelState) == engine_batch
+    assert batch_class_of(shaped.AnyBatchModelState) == (
+        "rtmm_protocol.vllm_protocols",
+        "VllmInputBatch",
+    )
+    assert batch_class_of(shaped.EngineRunner) is None
+
+    class Local:
+        """A batch class defined in a function cannot be imported by the checkers."""
+
+    class LocalBatchState:
+        def prepare_inputs(self, input_batch: Local, req_states: object) -> dict[str, object]:
+            return {}
+
+    assert batch_class_of(LocalBatchState) is None
+
+
+def test_the_generated_module_parametrises_generic_protocols(tmp_path: Path) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(TESTS))
+        state = load_target(f"{VLLM_SHAPED}:EngineModelState", None)
+        runner = load_target(f"{VLLM_SHAPED}:EngineRunner", None)
+        forced = load_target(f"{EXAMPLES}:NeitherStateNorGatherer", "VllmModelState")
+    assert (state.label, runner.label, forced.label) == (
+        "VllmModelState[EngineBatch]",
+        "MMEmbeddingGatherer",
+        "VllmModelState[Any]",
+    )
+    module = write_check_module([state, runner, forced], tmp_path)
+    text = module.path.read_text()
+    assert "from rtmm_protocol import MMEmbeddingGatherer, VllmModelState\n" in text
+    assert f"import {VLLM_SHAPED} as batch_module_0\n" in text
+    assert "-> VllmModelState[batch_module_0.EngineBatch]:\n" in text
+    assert "-> VllmModelState[Any]:\n" in text
+    # Every line of a target's block is owned by it, the batch import included.
+    lines = text.splitlines()
+    owned = {number for number, index in module.owners.items() if index == 0}
+    assert {n for n, line in enumerate(lines, 1) if "_0" in line} <= owned
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -315,7 +538,7 @@ def test_missing_mypy_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch
         ([f"{EXAMPLES}:torch"], "is a module, not a class"),
         (
             [f"{EXAMPLES}:NeitherStateNorGatherer"],
-            "pass --protocol (ModelState or MMEmbeddingGatherer)",
+            "pass --protocol (ModelState, MMEmbeddingGatherer or VllmModelState)",
         ),
         (["--protocol", "Model", f"{EXAMPLES}:TextOnlyState"], "invalid choice: 'Model'"),
     ],

@@ -10,7 +10,9 @@ that pyright accepts (``--warn-unreachable`` has no pyright counterpart), and vi
 mypy runs once per test session, over both folders, with the repository's configuration
 (strict, ``warn_unreachable``) and a cache kept in ``.mypy_cache/typing-tests``; pyright
 runs once too when it is installed. The example classes come from
-``tests/support/typing_examples.py``, on both checkers' import path. Under pytest-xdist the first worker runs each checker
+``tests/support/typing_examples.py`` and ``tests/support/vllm_typing_examples.py`` (vLLM's
+shapes, written without vLLM), on both checkers' import path, and mypy checks both
+catalogues too. Under pytest-xdist the first worker runs each checker
 and the others read its result.
 """
 
@@ -35,7 +37,11 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "typing"
 PASS_FILES = sorted((CASES / "pass").glob("*.py"))
 FAIL_FILES = sorted((CASES / "fail").glob("*.py"))
-EXAMPLES = REPO / "tests" / "support" / "typing_examples.py"
+#: The example catalogues the cases import (the contract's spelling, and vLLM's shapes).
+EXAMPLES = [
+    REPO / "tests" / "support" / "typing_examples.py",
+    REPO / "tests" / "support" / "vllm_typing_examples.py",
+]
 CACHE_DIR = REPO / ".mypy_cache" / "typing-tests"
 
 _EXPECTATION = re.compile(r"#\s*([EP]):\s*([\w-]+(?:\s*,\s*[\w-]+)*)")
@@ -93,7 +99,7 @@ def _run_mypy() -> list[Finding]:
         # (the package has its own mypy run).
         "--follow-imports",
         "silent",
-        str(EXAMPLES),
+        *(str(path) for path in EXAMPLES),
         *(str(path) for path in PASS_FILES + FAIL_FILES),
     ]
     done = subprocess.run(

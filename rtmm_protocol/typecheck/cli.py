@@ -30,7 +30,8 @@ TYPECHECK_EXTRA = "typecheck"
 _DESCRIPTION = """\
 Check that classes satisfy the rtmm-protocol Protocols (ModelState, MMEmbeddingGatherer,
 or VllmModelState: the contract in vLLM's ModelRunner V2 spelling, picked for a class with
-prepare_inputs_embeds and checked with the batch class its prepare_inputs takes).
+prepare_inputs_embeds and parametrised with the batch class its methods take, as in
+VllmModelState[InputBatch]).
 
 Each class's method signatures and attribute types are compared with the Protocol three
 ways: the run-time signature check (parameter names, kinds and defaults, the same check the
@@ -139,12 +140,18 @@ def _report(targets: Sequence[Target], runs: Sequence[CheckerRun], out: TextIO) 
             for finding in run.findings.get(index, []) + run.findings.get(-1, [])
         ]
         if not problems and not findings and not failed_checkers:
-            print(f"{target.spec}: matches {target.protocol} ({scope})", file=out)
+            print(f"{target.spec}: matches {target.label} ({scope})", file=out)
             matching += 1
-            continue
-        print(f"{target.spec}: does not match {target.protocol}", file=out)
-        _print_problems(problems, out)
-        _print_findings(findings, out)
+        else:
+            print(f"{target.spec}: does not match {target.label}", file=out)
+            _print_problems(problems, out)
+            _print_findings(findings, out)
+        if target.generic and target.batch is None:
+            print(
+                "  note: no method of the class names its batch class in an annotation that "
+                "resolves at run time, so its batch parameters were checked as Any",
+                file=out,
+            )
     total = len(targets)
     counted = "class matches its" if total == 1 else "classes match their"
     print(f"{matching} of {total} {counted} Protocol", file=out)

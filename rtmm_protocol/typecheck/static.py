@@ -8,6 +8,15 @@ class with the Protocol exactly as they would in the user's code::
     def conforms_0(candidate: target_module_0.MyState) -> ModelState:
         return candidate
 
+A Protocol generic in the batch class (``VllmModelState``) is parametrised with the
+class the state's methods take, imported on a line of its own, so every method is
+compared with one that takes that class (``Any`` when the command could not tell it)::
+
+    import vllm.v1.worker.gpu.model_states.default as target_module_1
+    import vllm.v1.worker.gpu.input_batch as batch_module_1
+    def conforms_1(candidate: target_module_1.DefaultModelState) -> VllmModelState[batch_module_1.InputBatch]:
+        return candidate
+
 Every finding on those lines belongs to that class. The checkers run in the directory
 the command was started from, so they read the user's own configuration (``pyproject.toml``,
 ``mypy.ini``, ``pyrightconfig.json``), and that directory is put on their import path.
@@ -40,8 +49,6 @@ __all__ = [
 ]
 
 _CHECK_MODULE_NAME = "rtmm_protocol_conformance_check.py"
-#: Protocols written with the batch class the state takes (``VllmModelState[InputBatch]``).
-_GENERIC = ("VllmModelState",)
 _INT_ARRAY = "ndarray[tuple[Any, ...], dtype[integer[Any]]]"
 
 
@@ -87,7 +94,7 @@ def write_check_module(targets: Sequence[Target], directory: Path) -> CheckModul
         alias = f"target_module_{index}"
         imports = [f"import {target.module} as {alias}"]
         protocol = target.protocol
-        if target.protocol in _GENERIC:
+        if target.generic:
             if target.batch is None:
                 imports.append("from typing import Any")
                 protocol = f"{target.protocol}[Any]"

@@ -17,6 +17,7 @@ from rtmm_protocol.signatures import (
 )
 
 __all__ = [
+    "GENERIC_IN_BATCH",
     "PROTOCOL_NAMES",
     "Target",
     "UsageError",
@@ -27,8 +28,9 @@ __all__ = [
 
 #: The Protocols a class can be checked against, by the name the command line uses.
 PROTOCOL_NAMES = ("ModelState", "MMEmbeddingGatherer", "VllmModelState")
-#: The Protocols generic in the batch class the state's methods take.
-_GENERIC_IN_BATCH = ("VllmModelState",)
+#: The Protocols generic in the batch class the state's methods take: a class is checked
+#: against the Protocol parametrised with that class (``VllmModelState[InputBatch]``).
+GENERIC_IN_BATCH = ("VllmModelState",)
 
 _RUNTIME_CHECKS: Mapping[str, Callable[[object], list[SignatureProblem]]] = {
     "ModelState": check_model_state_signature,
@@ -37,6 +39,8 @@ _RUNTIME_CHECKS: Mapping[str, Callable[[object], list[SignatureProblem]]] = {
 }
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
 _MODEL_STATE_ONLY = ("dummy_inputs_embeds", "get_mm_embeddings")
+#: The methods whose ``input_batch`` annotation names the batch class, in the order asked.
+_TAKING_THE_BATCH = ("prepare_inputs", "prepare_inputs_embeds", "gather_mm_embeddings")
 
 
 class UsageError(Exception):
@@ -45,10 +49,13 @@ class UsageError(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    """One class named on the command line and the Protocol it is checked against; for a
-    Protocol generic in the batch class, ``batch`` is the class the state's
-    ``prepare_inputs`` takes (``(module, qualname)``; ``None``: unknown, checked as
-    ``Any``)."""
+    """One class named on the command line and the Protocol it is checked against.
+
+    For a Protocol generic in the batch class (:data:`GENERIC_IN_BATCH`), ``batch`` is
+    the class the state's methods take, as ``(module, qualname)``
+    (:func:`batch_class_of`); ``None`` means it could not be told, and the batch
+    parameters are then checked as ``Any``.
+    """
 
     spec: str
     module: str
@@ -56,6 +63,20 @@ class Target:
     cls: type
     protocol: str
     batch: tuple[str, str] | None = None
+
+    @property
+    def generic(self) -> bool:
+        """Whether the Protocol is parametrised with the batch class."""
+        return self.protocol in GENERIC_IN_BATCH
+
+    @property
+    def label(self) -> str:
+        """The Protocol as the verdict names it: ``VllmModelState[InputBatch]``,
+        ``VllmModelState[Any]``, ``ModelState``."""
+        if not self.generic:
+            return self.protocol
+        batch = "Any" if self.batch is None else self.batch[1]
+        return f"{self.protocol}[{batch}]"
 
     def runtime_problems(self) -> list[SignatureProblem]:
         """The signature problems :mod:`rtmm_protocol.signatures` finds on the class."""
@@ -111,24 +132,43 @@ def load_target(spec: str, protocol: str | None) -> Target:
     if chosen is None:
         raise UsageError(
             f"cannot tell which Protocol {spec!r} should satisfy: it has none of "
-            "gather_mm_embeddings, dummy_inputs_embeds, get_mm_embeddings; "
-            f"pass --protocol ({' or '.join(PROTOCOL_NAMES)})"
+            "gather_mm_embeddings, dummy_inputs_embeds, get_mm_embeddings, "
+            f"prepare_inputs_embeds; pass --protocol ({', '.join(PROTOCOL_NAMES[:-1])} "
+            f"or {PROTOCOL_NAMES[-1]})"
         )
-    batch = batch_class_of(found) if chosen in _GENERIC_IN_BATCH else None
+    batch = batch_class_of(found) if chosen in GENERIC_IN_BATCH else None
     return Target(spec, module_name, qualname, found, chosen, batch)
 
 
 def batch_class_of(cls: type) -> tuple[str, str] | None:
-    """``(module, qualname)`` of the batch class ``cls.prepare_inputs`` is annotated to
-    take (its ``input_batch`` parameter); ``None`` when it has no such class annotation."""
-    method = getattr(cls, "prepare_inputs", None)
-    if method is None:
+    """``(module, qualname)`` of the batch class the methods of ``cls`` take.
+
+    The candidates are the annotations of the ``input_batch`` parameter of
+    ``prepare_inputs``, ``prepare_inputs_embeds`` and ``gather_mm_embeddings`` that
+    resolve at run time to a class the generated module can import (not one imported only
+    under ``TYPE_CHECKING``, nor one defined inside a function). The widest wins, the one
+    every other candidate derives from: the runner hands every method the same batch, so
+    a method that asks for a narrower class than the others must be the one rejected, not
+    the reason to check them all with that class. Candidates that no single class spans
+    (unrelated classes, or Protocols) give the first, in the order above, and the type
+    checkers report the methods that do not take it. ``None`` when there is no candidate.
+    """
+    candidates: list[type] = []
+    for name in _TAKING_THE_BATCH:
+        method = getattr(cls, name, None)
+        if method is None:
+            continue
+        try:
+            hints = typing.get_type_hints(method)
+        except Exception:  # an annotation that does not resolve here
+            continue
+        batch = hints.get("input_batch")
+        if isinstance(batch, type) and "<locals>" not in batch.__qualname__:
+            candidates.append(batch)
+    if not candidates:
         return None
-    try:
-        hints = typing.get_type_hints(method)
-    except Exception:  # an annotation that does not resolve here
-        return None
-    batch = hints.get("input_batch")
-    if not isinstance(batch, type):
-        return None
-    return batch.__module__, batch.__qualname__
+    widest = next(
+        (c for c in candidates if all(c in other.__mro__ for other in candidates)),
+        candidates[0],
+    )
+    return widest.__module__, widest.__qualname__
