@@ -88,7 +88,7 @@ for version in $VERSIONS; do
   step "vLLM $version (CPU-only) in $VENV"
   timed bash tools/install_vllm_cpu.sh "$VENV" --vllm "$version"
   if [ "$installed_project" = 0 ]; then
-    timed quiet_pip "$PY" -m pip install --disable-pip-version-check -q -e ".[conformance]"
+    timed quiet_pip "$PY" -m pip install --disable-pip-version-check -q -e ".[conformance,typecheck]"
     installed_project=1
   fi
   [ "${1:-}" != --install-first ] || exit 0
@@ -99,7 +99,7 @@ for version in $VERSIONS; do
   # run beside the two suite runs: all three mostly wait on one core.
   start=$SECONDS
   "$PY" -m pytest tests/test_vllm_adapter.py tests/test_vllm_gallery.py tests/test_vllm_inputs_gallery.py \
-    tests/test_vllm_in_tree.py tests/suite/test_engine_examples.py \
+    tests/test_vllm_in_tree.py tests/test_vllm_typing.py tests/suite/test_engine_examples.py \
     "tests/test_docs_numbers.py::test_shown_console_output_is_a_real_runs" -k "not test_shown_console_output or engines" \
     -p no:cacheprovider -q >"$LOGS/adapter-$version.log" 2>&1 &
   adapter=$!
