@@ -7,7 +7,7 @@ import platform
 import time
 import traceback
 import types
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import hypothesis
@@ -313,29 +313,12 @@ class ModuleAttributes:
         """``torch``, ``torch.Tensor``, ``torch.nn.functional`` and ``numpy``."""
         return cls([torch, torch.Tensor, torch.nn.functional, numpy])
 
-    def _changes(self) -> Iterator[tuple[object, str, object]]:
-        """``(owner, name, saved value)`` of each attribute that differs (``_ADDED``: new)."""
+    def restore(self) -> None:
+        """Put back every changed attribute, and remove added ones."""
         for owner, saved in self._saved:
             now = dict(vars(owner))
             for name in saved.keys() | now.keys():
-                if name not in saved and isinstance(now[name], types.ModuleType):
-                    continue
-                if now.get(name, _ADDED) is not saved.get(name, _ADDED):
-                    yield owner, name, saved.get(name, _ADDED)
-
-    def changed(self) -> list[str]:
-        """The attributes that differ from the snapshot, as ``owner.name``."""
-        return sorted(
-            f"{getattr(o, '__name__', type(o).__name__)}.{n}" for o, n, _ in self._changes()
-        )
-
-    def restore(self) -> None:
-        """Put back every changed attribute, and remove added ones."""
-        for owner, name, value in list(self._changes()):
-            if value is _ADDED:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-
-
-_ADDED = object()
+                if name not in saved and not isinstance(now[name], types.ModuleType):
+                    delattr(owner, name)
+                elif name in saved and (name not in now or now[name] is not saved[name]):
+                    setattr(owner, name, saved[name])
