@@ -24,8 +24,8 @@ import os
 import re
 import subprocess
 import sys
-from html.parser import HTMLParser
 from collections.abc import Iterable, Sequence
+from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
 
@@ -33,7 +33,7 @@ import pytest
 from docs_pages import DOCS, NEEDS_CUDA, REPO, code_blocks
 
 from rtmm_conformance.catalog import CHECKS
-from rtmm_conformance.clauses import CLAUSES, LEVELS, CheckInfo
+from rtmm_conformance.clauses import CLAUSES, LEVELS, CheckInfo, Level
 from rtmm_protocol import PROTOCOL_VERSION
 
 SPEC_PAGE = DOCS / "specification.md"
@@ -126,15 +126,14 @@ def test_spec_page_anchors_every_clause() -> None:
         assert "**Example.**" in section, f"{clause} gives no example"
 
 
-def clause_level_badges(checks: Iterable[CheckInfo], clause: str) -> list[str]:
+def clause_level_badges(checks: Iterable[CheckInfo], clause: str) -> list[Level]:
     """The level badges a clause's section shows, by the rule the page follows: first the
     clause's level, the strongest level among its contract checks (SHOULD where it has
     only robustness checks, which are SHOULD for third parties); then each other level
     among its contract checks (G6's SHOULD for the ``modality`` tag). Robustness checks
     add no badge: the section's words say the reference must meet them."""
     contract = [c.level for c in checks if c.clause == clause and c.profile == "contract"]
-    levels = [level for level in LEVELS if level in contract] or ["SHOULD"]
-    return levels
+    return [level for level in LEVELS if level in contract] or ["SHOULD"]
 
 
 def badge_problems(text: str, checks: Sequence[CheckInfo]) -> list[str]:
