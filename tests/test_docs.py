@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
@@ -31,7 +32,8 @@ from types import ModuleType
 import pytest
 from docs_pages import DOCS, NEEDS_CUDA, REPO, code_blocks
 
-from rtmm_conformance.clauses import CLAUSES
+from rtmm_conformance.catalog import CHECKS
+from rtmm_conformance.clauses import CLAUSES, LEVELS, CheckInfo, Level
 from rtmm_protocol import PROTOCOL_VERSION
 
 SPEC_PAGE = DOCS / "specification.md"
@@ -122,6 +124,52 @@ def test_spec_page_anchors_every_clause() -> None:
         assert f"<!-- checks: {clause} -->" in section, f"{clause} lists no checks"
         assert "**Why.**" in section, f"{clause} gives no rationale"
         assert "**Example.**" in section, f"{clause} gives no example"
+
+
+def clause_level_badges(checks: Iterable[CheckInfo], clause: str) -> list[Level]:
+    """The level badges a clause's section shows, by the rule the page follows: first the
+    clause's level, the strongest level among its contract checks (SHOULD where it has
+    only robustness checks, which are SHOULD for third parties); then each other level
+    among its contract checks (G6's SHOULD for the ``modality`` tag). Robustness checks
+    add no badge: the section's words say the reference must meet them."""
+    contract = [c.level for c in checks if c.clause == clause and c.profile == "contract"]
+    return [level for level in LEVELS if level in contract] or ["SHOULD"]
+
+
+def badge_problems(text: str, checks: Sequence[CheckInfo]) -> list[str]:
+    """Where a clause's level badges (the paragraph under its heading) differ from what the
+    registry's checks give it by :func:`clause_level_badges`."""
+    problems = []
+    sections = re.split(r"^### ", text, flags=re.M)[1:]
+    for clause, section in zip(CLAUSES, sections, strict=True):
+        lead = section.split("\n\n", 2)[1]  # the paragraph under the heading
+        shown = re.findall(r'<span class="rtmm-level rtmm-level-(\w+)">(\w+)</span>', lead)
+        badges = [word for css, word in shown if css == word.lower()]
+        wanted = clause_level_badges(checks, clause)
+        if badges != wanted or len(shown) != len(badges):
+            problems.append(
+                f"{clause} shows {' then '.join(w for _, w in shown) or 'no badge'}, "
+                f"but its checks give {' then '.join(wanted)}"
+            )
+    return problems
+
+
+def test_spec_page_badges_are_the_registry_levels() -> None:
+    """Each clause's badge is its level as the decorators of its checks give it, exactly."""
+    assert badge_problems(SPEC_PAGE.read_text("utf-8"), CHECKS) == []
+
+
+def test_a_wrong_badge_is_caught() -> None:
+    """The rule fails a badge that says MUST for a SHOULD clause, or leaves a level out."""
+    text = SPEC_PAGE.read_text("utf-8")
+    should = '<span class="rtmm-level rtmm-level-should">SHOULD</span>'
+    must = '<span class="rtmm-level rtmm-level-must">MUST</span>'
+    d5 = text.index("{#D5}")
+    wrong = text[:d5] + text[d5:].replace(should, must, 1)
+    assert badge_problems(wrong, CHECKS) == ["D5 shows MUST, but its checks give SHOULD"]
+    g6 = text.index("{#G6}")
+    short = text[:g6] + text[g6:].replace(f"(the `modality` tag: {should})", "", 1)
+    assert badge_problems(short, CHECKS) == ["G6 shows MUST, but its checks give MUST then SHOULD"]
 
 
 def test_spec_page_names_the_protocol_version() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 import rtmm_conformance
 import rtmm_protocol
-from rtmm_conformance.clauses import AREAS
+from rtmm_conformance.clauses import AREAS, CLAUSES
 
 PACKAGE_DIR = Path(rtmm_protocol.__file__).resolve().parent
 #: The suite's folder: in a checkout the second portion of the package, under the
@@ -235,17 +235,21 @@ def test_the_base_exception_scan_finds_a_direct_subclass(tmp_path: Path) -> None
     assert _base_exceptions([module]) == ["rtmm_layout_sample.Skip", "rtmm_layout_sample.Stop"]
 
 
-#: The check-area modules and the shared cases: the checks themselves, not the harness.
 #: The checks themselves, which the harness budget does not count: the area modules (one
-#: per area of the specification, as the registry names them) and the hand-placed cases.
+#: per area of the specification, as the registry names them), the hand-placed cases, and
+#: the clause list (the line of each clause in ``CLAUSES``, ``clauses.py``).
 _CHECK_MODULES = {f"checks/{area}.py" for area in AREAS} | {"checks/cases.py"}
-#: Lines the harness may not grow beyond: it is 5,324, 647 more than before it drove a
+#: Lines the harness may not grow beyond: it is 5,421 (5,450 with the clause list's 29
+#: lines), 126 more than when the console's words were written in nine of its modules
+#: (5,324 with the clause list): ``console.py`` holds them now (192 lines), and a
+#: failure's fields, one path from a result to its verdict and outcome, and one way to
+#: build a check's run took 66 lines out of the others. It was 4,677 before it drove a
 #: state as an engine's runner does (an engine's types, the model-inputs hooks, a model's
 #: configuration and what a state read from it, checks blocked by another's finding);
 #: 4,647 before the suite became the package rtmm_conformance with its layers, 4,767
-#: before it was grouped by concern. The checks themselves are not counted: adding one
+#: before it was grouped by concern. Neither a check nor a clause is counted: adding one
 #: never meets this budget.
-HARNESS_BUDGET = 5_324
+HARNESS_BUDGET = 5_421
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
 #: is 1,409 (1,199 before the decode path's second round: the arena's copies remembered in
 #: arrays and looked up by id only where a slot missed, feature lists rechecked only where
@@ -260,14 +264,17 @@ def _lines(files: Iterable[Path], root: Path) -> dict[str, int]:
 
 def test_the_suite_harness_stays_within_its_line_budget() -> None:
     """The harness is every ``.py`` file under ``conformance/rtmm_conformance/``
-    except the eight check-area modules and ``checks/cases.py``: the code every check runs
-    through, kept small enough to read whole."""
+    except the check-area modules, ``checks/cases.py`` and the clause list: the code every
+    check runs through, kept small enough to read whole."""
     harness = [
         path
         for path in SUITE_DIR.rglob("*.py")
         if path.relative_to(SUITE_DIR).as_posix() not in _CHECK_MODULES
     ]
     lines = _lines(harness, SUITE_DIR)
+    clause_lines = re.findall(r'^ +"[A-Z]\d+": ', (SUITE_DIR / "clauses.py").read_text(), re.M)
+    assert len(clause_lines) == len(CLAUSES)  # one line per clause, left out below
+    lines["clauses.py"] -= len(CLAUSES)
     assert sum(lines.values()) <= HARNESS_BUDGET, sorted(lines.items(), key=lambda kv: -kv[1])
 
 

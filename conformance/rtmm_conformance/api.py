@@ -20,20 +20,17 @@ from rtmm_conformance.checks.stateful import life_machine
 from rtmm_conformance.clauses import CLAUSES
 from rtmm_conformance.driving.check_run import CheckRun
 from rtmm_conformance.driving.context import Factory, Mode
-from rtmm_conformance.driving.engine import engine_of
 from rtmm_conformance.driving.factories import Target, factory_name_of, load_target
-from rtmm_conformance.pytest_outcome import raise_verdict
-from rtmm_conformance.reporting.judge import judge
+from rtmm_conformance.pytest_outcome import run_item
+from rtmm_conformance.reporting.judge import verdict
 from rtmm_conformance.reporting.report import ConformanceReport, build_report
 from rtmm_conformance.reporting.xfail import XfailFile, parse_xfail_file
-from rtmm_conformance.results import CheckResult
 from rtmm_conformance.running.runner import (
     PlannedCheck,
-    SuiteRunner,
     open_runner,
     with_target_configuration,
 )
-from rtmm_conformance.running.verdict import probe_target
+from rtmm_conformance.running.verdict import check_run, probe_target
 from rtmm_conformance.settings import RunSettings, SettingOptions
 from rtmm_protocol.testing.scenario import GatherScenario
 
@@ -109,21 +106,10 @@ def check_model_state(
     expected = parse_xfail_file(xfail) if isinstance(xfail, (str, Path)) else xfail
     runner = open_runner(resolve_target(factory, baseline), RunSettings(**options))
     try:
-        results = [_judged(runner, p, expected) for p in _selected(runner.plan(), checks)]
+        results = [verdict(runner, p, expected) for p in _selected(runner.plan(), checks)]
     finally:
         runner.close()
     return build_report(runner, results, expected)
-
-
-def _judged(runner: SuiteRunner, planned: PlannedCheck, expected: XfailFile | None) -> CheckResult:
-    """A planned check's reported result: its raw result, judged."""
-    raw = runner.result(planned.impl.id, planned.mode)
-    return judge(raw, planned.impl.info, strict=runner.settings.strict, expected=expected)
-
-
-def _run_check(runner: SuiteRunner, planned: PlannedCheck) -> None:
-    """Run one planned check and pass, or raise what pytest shows for its verdict."""
-    raise_verdict(_judged(runner, planned, None), fail_on=runner.settings.fails_on(False))
 
 
 def parametrize_with_checks(
@@ -145,7 +131,7 @@ def parametrize_with_checks(
 
     runner = open_runner(resolve_target(factory), RunSettings(**options))
     params = [
-        pytest.param(functools.partial(_run_check, runner, planned), id=planned.label)
+        pytest.param(functools.partial(run_item, runner, planned), id=planned.label)
         for planned in _selected(runner.plan(), checks)
     ]
     return pytest.mark.parametrize("check", params)
@@ -167,15 +153,7 @@ def _check_run_here(
     probe = probe_target(target.factory, settings)
     if probe.kind is None:
         raise ValueError(f"cannot tell the target's kind: {probe.note}")
-    return CheckRun(
-        check_id=check_id,
-        factory=target.factory,
-        factory_name=target.name,
-        settings=settings,
-        mode=mode,
-        kind=probe.kind,
-        engine=engine_of(target.factory),
-    )
+    return check_run(target.factory, target.name, settings, probe.kind, check_id, mode)
 
 
 def replay(

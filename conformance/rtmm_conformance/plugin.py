@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rtmm_conformance.results import NODE_PREFIX
+from rtmm_conformance.console import NODE_PREFIX
 from rtmm_conformance.settings import (
     DTYPE_NAMES,
     FAIL_ON,
@@ -128,9 +128,6 @@ class _SuiteSession:
             self.xfail = parse_xfail_file(Path(here, xfail), xfail) if xfail else None
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
-        #: The class the target derives from ("" if none), and what fails the run.
-        self.baseline = self.target.baseline_name if self.target.baseline is not None else ""
-        self.fail_on = self.settings.fails_on(bool(self.baseline))
         self.selection = _node_selection(config)
         #: The (check, mode) items selected to run, as collected (by a worker under xdist).
         self.planned: list[tuple[str, str | None]] = []
@@ -230,7 +227,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"  target:   {target}",
         f"  clauses:  {applies}",
         f"  seed:     {settings.seed} (--conformance-seed)   examples: {settings.examples}   "
-        f"timeout: {settings.timeout_s:g} s   fail on: {state.fail_on} (--conformance-fail-on)",
+        f"timeout: {settings.timeout_s:g} s   fail on: {runner.fail_on} (--conformance-fail-on)",
         f"  protocol: {env['protocol']} (scored against the {settings.version} requirement set"
         + (f"; {len(newer)} newer checks not run" if newer else "")
         + ")",
@@ -262,35 +259,27 @@ class ConformanceItem(pytest.Item):
 
     def runtest(self) -> None:
         """Run the check (or fetch its result) and turn the verdict into pytest's terms."""
-        from rtmm_conformance.pytest_outcome import raise_verdict
+        from rtmm_conformance.console import rerun_command
+        from rtmm_conformance.pytest_outcome import run_item
         from rtmm_conformance.reporting.causes import key_digest
-        from rtmm_conformance.reporting.judge import judge
-        from rtmm_conformance.reporting.report import rerun_command
 
         state = self.config.stash[_STATE]
-        impl, mode = self.planned.impl, self.planned.mode
-        raw = state.runner.result(impl.id, mode)
-        result = judge(raw, impl.info, strict=state.settings.strict, expected=state.xfail)
-        if state.in_worker:
-            self.user_properties.append((_RECORD, result.to_json()))
-        else:
-            state.records.append(result)
-        if result.cause_keys:
-            cause = f"{key_digest(result.cause_keys)}: {result.cause_title}"
-            self.user_properties.append(("cause", cause))
-        settings = state.settings
-        raise_verdict(
-            result,
-            fail_on=state.fail_on,
-            baseline=state.baseline,
-            rerun=rerun_command(
-                state.target_name,
-                settings.seed,
-                str(settings.device),
-                self.name,
-                dtype=settings.dtype,
-            ),
+
+        def record(result: CheckResult) -> None:
+            if state.in_worker:
+                self.user_properties.append((_RECORD, result.to_json()))
+            else:
+                state.records.append(result)
+            if result.cause_keys:
+                cause = f"{key_digest(result.cause_keys)}: {result.cause_title}"
+                self.user_properties.append(("cause", cause))
+
+        runner = state.runner
+        settings = runner.settings
+        rerun = rerun_command(
+            state.target_name, settings.seed, str(settings.device), self.name, dtype=settings.dtype
         )
+        run_item(runner, self.planned, state.xfail, rerun=rerun, record=record)
 
     def repr_failure(
         self, excinfo: ExceptionInfo[BaseException], style: object = None

@@ -1,15 +1,16 @@
 """How a check ends: the exceptions a check raises, and :class:`CheckResult`, the record of
 its verdict, which goes as it is from where the check ran to the report (pickled by the
 worker process, written as JSON only for pytest-xdist's controller and in the report).
-With :mod:`.clauses` and :mod:`.frames`, the bottom of the suite."""
+Above :mod:`.console`, whose words its failures are written in, and the vocabulary below."""
 
 from __future__ import annotations
 
 import enum
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any
 
+from rtmm_conformance.console import finding_text, label
 from rtmm_conformance.frames import TargetError
 
 if TYPE_CHECKING:
@@ -17,24 +18,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAILING_OUTCOMES",
-    "NODE_PREFIX",
     "CheckBlocked",
     "CheckFailure",
     "CheckResult",
     "CheckSkipped",
     "ConformanceWarning",
     "Outcome",
-    "label",
 ]
-
-#: First part of every suite node ID: ``rtmm-conformance::G5-rows-match-mask[realtime]``.
-NODE_PREFIX: Final = "rtmm-conformance"
-
-
-def label(check_id: str, mode: str | None) -> str:
-    """``CHECK-ID[mode]`` (or the bare ID of a check that runs once): how pytest, the
-    report and every message name one check in one mode."""
-    return check_id if mode is None else f"{check_id}[{mode}]"
 
 
 class Outcome(str, enum.Enum):
@@ -58,10 +48,13 @@ FAILING_OUTCOMES = frozenset({Outcome.FAILED, Outcome.WARNING, Outcome.XFAILED})
 
 
 class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
-    """A target did not meet a requirement: ``what`` in one line, ``expected`` and ``seen``
-    in detail, and ``repro``, ready-to-run Python for the smallest case that shows it;
-    ``case`` is that case as a scenario, where a scenario shows it (``realtime``: whether the
-    model it ran against was realtime, which is how its decode windows are read)."""
+    """A target did not meet a requirement, as fields: ``what`` in one line, ``expected``
+    and ``seen`` in detail, ``context`` (where it happened), ``case``, the smallest case
+    that shows it as a scenario where one does (``realtime``: whether the model it ran
+    against was realtime, which is how its decode windows are read), and ``replay``,
+    ready-to-run Python for that case; the target's exception, if it raised one, is what
+    the failure was raised from (:attr:`error`). Adding a case or a replay sets its field:
+    the message is written from the fields where it is shown (:func:`~.console.finding_text`)."""
 
     def __init__(
         self,
@@ -69,19 +62,22 @@ class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
         *,
         expected: str | None = None,
         seen: str | None = None,
-        repro: str | None = None,
         context: str | None = None,
         case: GatherScenario | None = None,
         realtime: bool = False,
+        replay: str | None = None,
     ) -> None:
+        super().__init__(what)
         self.what = what
         self.expected = expected
         self.seen = seen
-        self.repro = repro
         self.context = context
         self.case = case
         self.realtime = realtime
-        super().__init__(self.render())
+        self.replay = replay
+
+    def __str__(self) -> str:
+        return finding_text(self)
 
     @property
     def error(self) -> BaseException | None:
@@ -101,46 +97,10 @@ class CheckFailure(AssertionError):  # noqa: N818  # a verdict, not an error
         """The sort of step the smallest case is (``GatherScenario.kind``), if known."""
         return None if self.case is None else self.case.kind(self.realtime)
 
-    def with_repro(self, repro: str, context: str | None = None) -> CheckFailure:
-        """The same failure, with a reproduction snippet (and where it happened), still
-        chained to the target's exception that caused it."""
-        context = context if context is not None else self.context
-        return self._copy(repro, context, self.case, self.realtime)
-
-    def with_case(self, case: GatherScenario, *, realtime: bool) -> CheckFailure:
-        """The same failure, shown by ``case`` (against a realtime model or not)."""
-        return self._copy(self.repro, self.context, case, realtime)
-
-    def _copy(
-        self, repro: str | None, context: str | None, case: GatherScenario | None, realtime: bool
-    ) -> CheckFailure:
-        failure = CheckFailure(
-            self.what,
-            expected=self.expected,
-            seen=self.seen,
-            repro=repro,
-            context=context,
-            case=case,
-            realtime=realtime,
-        )
-        failure.__cause__ = self.__cause__
-        return failure
-
-    def render(self) -> str:
-        """The full message: what, expected, seen, context and reproduction."""
-        lines = [self.what]
-        if self.expected is not None:
-            lines.append(f"expected: {self.expected}")
-        if self.seen is not None:
-            lines.append(f"seen:     {self.seen}")
-        if self.context:
-            lines.append(self.context)
-        if self.case is not None:
-            lines.append(f"smallest case: {self.case.describe(self.realtime)}")
-        if self.repro:
-            lines.append("smallest case, as ready-to-run Python:")
-            lines.extend("    " + line for line in self.repro.splitlines())
-        return "\n".join(lines)
+    @property
+    def case_words(self) -> str:
+        """The smallest case in words (``GatherScenario.describe``), or ``""``."""
+        return "" if self.case is None else self.case.describe(self.realtime)
 
 
 class ConformanceWarning(UserWarning):
@@ -180,8 +140,9 @@ class CheckBlocked(Exception):  # noqa: N818  # a verdict, not an error
 @dataclass(frozen=True)
 class CheckResult:
     """One check in one mode: its outcome, reason and details; a failure also carries its
-    cause, its replay and its ``origin`` (``"inherited"`` when the class the target derives
-    from fails the same way, else ``"own"``)."""
+    cause, its smallest case (as a scenario and in words), its replay and its ``origin``
+    (``"inherited"`` when the class the target derives from fails the same way, else
+    ``"own"``)."""
 
     check_id: str
     mode: str | None
@@ -192,6 +153,10 @@ class CheckResult:
     #: What groups this failure with others of the same fault (:mod:`..reporting.causes`).
     cause_keys: tuple[str, ...] = ()
     cause_title: str = ""
+    #: The smallest case that shows the failure, where a scenario does, and in words.
+    case: GatherScenario | None = None
+    case_words: str = ""
+    #: Ready-to-run Python that replays the smallest case.
     replay: str = ""
     origin: str | None = None
     via_compat: bool = False
@@ -221,4 +186,26 @@ class CheckResult:
         fields["cause_keys"] = tuple(fields["cause_keys"])
         if fields["error"] is not None:
             fields["error"] = TargetError.from_fields(fields["error"])
+        if fields["case"] is not None:
+            fields["case"] = _scenario(fields["case"])
         return cls(**fields)
+
+
+def _scenario(fields: dict[str, Any]) -> GatherScenario:
+    """The scenario ``dataclasses.asdict`` gave as ``fields`` (its tuples made lists)."""
+    from rtmm_protocol.testing.scenario import FeatureSpec, GatherScenario, RequestSpec
+
+    def feature(f: dict[str, Any]) -> FeatureSpec:
+        mask = f["is_embed"]
+        return FeatureSpec(**{**f, "is_embed": None if mask is None else tuple(mask)})
+
+    def request(r: dict[str, Any]) -> RequestSpec:
+        return RequestSpec(**{**r, "features": tuple(map(feature, r["features"]))})
+
+    return GatherScenario(
+        **{
+            **fields,
+            "requests": tuple(map(request, fields["requests"])),
+            "extra_requests": tuple(map(request, fields["extra_requests"])),
+        }
+    )

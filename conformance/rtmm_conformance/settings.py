@@ -76,8 +76,9 @@ class RunSettings:
     examples: int = 30
     #: Seconds one check (in one mode) may take before it is failed as hanging.
     timeout_s: float = 120.0
-    #: The strict profile: robustness and SHOULD failures fail too, as do stale
-    #: expected-failure entries (the same as ``fail_on="all"``).
+    #: The strict profile: ``fail_on="all"`` by the name of the command line's
+    #: ``--conformance-strict`` (either sets the other; what fails a run is read from
+    #: :meth:`fails_on` alone).
     strict: bool = False
     #: What fails the run: one of :data:`FAIL_ON`; ``None`` for the default, ``own`` when
     #: the target has a baseline and ``contract`` otherwise (see :meth:`fails_on`).

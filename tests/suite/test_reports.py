@@ -18,22 +18,20 @@ from rtmm_conformance.api import (
 )
 from rtmm_conformance.catalog import CHECKS_BY_ID, IMPLEMENTATIONS, known_versions
 from rtmm_conformance.checks import cases
+from rtmm_conformance.console import rerun_command
+from rtmm_conformance.driving.context import Mode
 from rtmm_conformance.driving.factories import Target
 from rtmm_conformance.driving.gather_call import describe_error
 from rtmm_conformance.frames import TargetError
 from rtmm_conformance.reporting.judge import judge
 from rtmm_conformance.reporting.matrix import main as matrix_main
-from rtmm_conformance.reporting.report import (
-    ConformanceReport,
-    aggregate,
-    rerun_command,
-)
+from rtmm_conformance.reporting.report import ConformanceReport, aggregate
 from rtmm_conformance.reporting.schema import REPORT_SCHEMA, report_schema, validate_report
 from rtmm_conformance.reporting.xfail import parse_xfail_text
 from rtmm_conformance.results import CheckFailure, CheckResult, Outcome
 from rtmm_conformance.running.cause_keys import cause_of_failure
 from rtmm_conformance.running.runner import SuiteRunner
-from rtmm_conformance.running.verdict import Probe, environment_info
+from rtmm_conformance.running.verdict import Probe, environment_info, failed
 from rtmm_conformance.running.workers import InProcess
 from rtmm_conformance.settings import RunSettings
 from rtmm_conformance.targets import reference_model_state
@@ -60,16 +58,16 @@ def _report(results: list[CheckResult], **kwargs: object) -> ConformanceReport:
 
 def test_judge_applies_level_strictness_and_expected_failures() -> None:
     failed = _result(D5.id, "realtime", Outcome.FAILED, "clamped")
-    assert judge(failed, D5, strict=False).outcome is Outcome.WARNING
-    assert judge(failed, D5, strict=True).outcome is Outcome.FAILED
+    assert judge(failed, D5, fail_on="contract").outcome is Outcome.WARNING
+    assert judge(failed, D5, fail_on="all").outcome is Outcome.FAILED
     must = _result(G5.id, "realtime", Outcome.FAILED, "wrong row")
-    assert judge(must, G5, strict=False).outcome is Outcome.FAILED
+    assert judge(must, G5, fail_on="own").outcome is Outcome.FAILED
     expected = parse_xfail_text("G5 known\n")
-    xfailed = judge(must, G5, strict=True, expected=expected)
+    xfailed = judge(must, G5, fail_on="all", expected=expected)
     assert xfailed.outcome is Outcome.XFAILED
     assert "known" in xfailed.reason
     passed = _result(G5.id, "realtime", Outcome.PASSED)
-    assert judge(passed, G5, strict=True, expected=expected).outcome is Outcome.PASSED
+    assert judge(passed, G5, fail_on="all", expected=expected).outcome is Outcome.PASSED
 
 
 def test_a_check_shows_its_worst_mode() -> None:
@@ -113,7 +111,7 @@ def test_summary_line_counts_checks_not_modes() -> None:
 def test_strict_reports_fail_on_stale_entries() -> None:
     results = [_result(G5.id, "realtime", Outcome.PASSED)]
     assert _report(results, stale_expected_failures=["x:1: G5"]).ok
-    strict = _report(results, strict=True, stale_expected_failures=["x:1: G5"])
+    strict = _report(results, fail_on="all", stale_expected_failures=["x:1: G5"])
     assert not strict.ok
     assert "1 stale expected-failure entry" in strict.summary_line()
 
@@ -164,11 +162,19 @@ def test_requirement_sets_leave_newer_checks_out() -> None:
 
 
 def test_a_verdict_record_survives_its_json_round_trip() -> None:
+    case = GatherScenario(
+        requests=(RequestSpec("a", 5, 3, 2, (FeatureSpec("a0", 1, 3, (True, False, True)),)),),
+        extra_requests=(RequestSpec("b", 4, 0, 0, (FeatureSpec("b0", 0, 2, cached=False),)),),
+    )
     result = CheckResult(
-        G5.id, "realtime", Outcome.FAILED, "wrong row", "details", 0.25, ("k1", "k2"), "t", "r",
-        "x", error=TargetError("KeyError", "'a'", ("/x/model.py", 3, "gather")),
+        G5.id, "realtime", Outcome.FAILED, "wrong row", "details", 0.25, ("k1", "k2"), "t",
+        case=case, case_words=case.describe(True), replay="r", origin="own",
+        error=TargetError("KeyError", "'a'", ("/x/model.py", 3, "gather")),
     )  # fmt: skip
-    assert CheckResult.from_json(result.to_json()) == result
+    again = CheckResult.from_json(result.to_json())
+    assert again == result
+    assert again.case is not None
+    assert hash(again.case) == hash(case)
 
 
 def test_json_report_and_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,12 +212,10 @@ def _failure_raised_here(what: str, case: GatherScenario | None = None) -> Check
     raise AssertionError("unreachable")
 
 
-def _failed(check: str, failure: CheckFailure, mode: str = "realtime") -> CheckResult:
-    keys, title = cause_of_failure(check, mode, failure, failure.what)
-    return CheckResult(
-        check, mode, Outcome.FAILED, failure.what, failure.render(),
-        cause_keys=keys, cause_title=title, replay=failure.repro or "",
-    )  # fmt: skip
+def _failed(check: str, failure: CheckFailure, mode: Mode = "realtime") -> CheckResult:
+    """The result the check's run makes of ``failure`` (as ``running.verdict.run_check``)."""
+    keys = cause_of_failure(check, mode, failure, failure.what)
+    return failed(CHECKS_BY_ID[check], mode, 20260, failure.what, str(failure), keys, failure)
 
 
 def test_failures_are_grouped_by_error_place_and_by_smallest_case() -> None:
@@ -237,7 +241,7 @@ def test_failures_are_grouped_by_error_place_and_by_smallest_case() -> None:
     assert "test_reports.py" in causes[0].title
     text = report.causes_text()
     assert text.splitlines()[0] == "5 failed checks, 2 causes:"
-    assert "replay: pytest --conformance=t:f 'rtmm-conformance::G1-window-slots[realtime]'" in text
+    assert "rerun: pytest --conformance=t:f 'rtmm-conformance::G1-window-slots[realtime]'" in text
     assert "[cause 1]" in report.table()
     data = report.to_json()
     validate_when_possible(data)
@@ -492,7 +496,7 @@ def test_what_fails_the_run_follows_fail_on() -> None:
     only_gap = _report([gap, passed], fail_on="contract")
     assert only_gap.ok
     assert not only_gap.fails_run
-    strict = _report([replace(gap, outcome=Outcome.FAILED), passed], fail_on="all", strict=True)
+    strict = _report([replace(gap, outcome=Outcome.FAILED), passed], fail_on="all")
     assert strict.fails_run
     assert not strict.ok
     data = strict.to_json()["summary"]

@@ -1,8 +1,8 @@
 """The replay a stateful failure prints replays it, whatever Hypothesis version is installed.
 
 A failing life's steps are recorded by the suite's own state machine (not taken from
-Hypothesis's printout, which moved between versions), so the snippet under "smallest case,
-as ready-to-run Python" rebuilds the machine and calls its rules in order. Each test runs
+Hypothesis's printout, which moved between versions), so the snippet under "replay, as
+ready-to-run Python" rebuilds the machine and calls its rules in order. Each test runs
 the suite on a gallery target in a fresh process, takes the snippet from the failure, runs
 it in another fresh process, and sees the same failure: with the Hypothesis the tests run
 with, and with the oldest one the package allows (``RTMM_OLDEST_HYPOTHESIS`` names a
@@ -86,7 +86,7 @@ def _python(
 
 def _snippet(details: str) -> str:
     lines = details.splitlines()
-    start = lines.index("smallest case, as ready-to-run Python:") + 1
+    start = lines.index("replay, as ready-to-run Python:") + 1
     body = []
     for line in lines[start:]:
         if not line.startswith("    "):

@@ -16,7 +16,7 @@ import torch
 from rtmm_conformance.checks.registry import check
 from rtmm_conformance.driving.check_run import Built, CheckRun
 from rtmm_conformance.driving.gather_call import describe_error
-from rtmm_conformance.results import CheckFailure, label
+from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.feature import MultiModalFeature
 from rtmm_protocol.placeholder import PlaceholderRange
 from rtmm_protocol.testing.input_batch import ReferenceInputBatch
@@ -332,7 +332,6 @@ def _feature_rejected(run: CheckRun) -> None:
             "malformed features were not rejected with an error naming the identifier",
             expected="ValueError naming the feature's identifier, with validation on",
             seen="; ".join(problems),
-            repro=_rerun(run),
         )
 
 
@@ -413,10 +412,4 @@ def _no_truncation(run: CheckRun) -> None:
             expected="an error (ValueError) when the batch exceeds max_num_tokens or an "
             "encoder output is too short for its placeholder",
             seen="; ".join(problems),
-            repro=_rerun(run),
         )
-
-
-def _rerun(run: CheckRun) -> str:
-    """The command that reruns this check alone (its cases are fixed, not drawn)."""
-    return f"# shell\npytest --conformance={run.factory_name} -k {label(run.check_id, run.mode)!r}"

@@ -270,8 +270,8 @@ def life_machine(
             try:
                 judge_call(call)
             except CheckFailure as failure:  # this step's scenario is the case that shows it
-                shown = failure.with_case(scenario, realtime=run.mode == "realtime")
-                raise shown from failure.__cause__
+                failure.case, failure.realtime = scenario, run.mode == "realtime"
+                raise
             changes = before.changes(cache) if keeps_cache else []
             if changes:
                 raise CheckFailure(
@@ -451,11 +451,13 @@ def run_lives(
         try:
             _run_script(machine_class, script, run.kind == "model_state")
         except CheckFailure as failure:
-            count = sum(
-                1 for line in (failure.repro or "").splitlines() if line.startswith("state.")
+            replay = failure.replay or ""
+            count = sum(1 for line in replay.splitlines() if line.startswith("state."))
+            failure.context = (
+                f"(a hand-written life, failing at its step {count}: the replay's last line)"
             )
-            where = f"(a hand-written life, failing at its step {count}: the replay's last line)"
-            raise failure.with_repro(failure.repro or "", context=where) from failure.__cause__
+            failure.replay = replay
+            raise
     if run.settings.examples <= 0:
         return
     with run.deterministic("these steps"):
@@ -509,10 +511,9 @@ def replayable(method: _Rule) -> _Rule:
         try:
             method(self, *args, **kwargs)
         except CheckFailure as failure:
-            if self.depth > 1 or failure.repro is not None:
-                raise
-            replay = "\n".join([*self.replay_header, *self.steps])
-            raise failure.with_repro(replay) from failure.__cause__
+            if self.depth == 1 and failure.replay is None:
+                failure.replay = "\n".join([*self.replay_header, *self.steps])
+            raise
         finally:
             self.depth -= 1
 

@@ -234,8 +234,11 @@ class CheckRun:
             inner = first_check_failure(flaky)
             if inner is None:
                 raise
-            context = f"(the target did not fail every time on {what}: it is not deterministic)"
-            raise inner.with_repro(inner.repro or "", context=context) from None
+            inner.context = (
+                f"(the target did not fail every time on {what}: it is not deterministic)"
+            )
+            inner.replay = inner.replay or ""
+            raise inner from None
 
     def example_seed(self) -> int:
         """The Hypothesis seed of this check and mode, derived from the run's seed."""
@@ -285,12 +288,12 @@ class CheckRun:
         try:
             body(scenario)
         except CheckFailure as failure:
-            if failure.repro is not None:
-                raise
-            shown = failure.with_case(scenario, realtime=self.mode == "realtime")
-            raise shown.with_repro(self.repro(scenario)) from failure.__cause__
+            if failure.replay is None:
+                failure.case, failure.realtime = scenario, self.mode == "realtime"
+                failure.replay = self.replay(scenario)
+            raise
 
-    def repro(self, scenario: GatherScenario) -> str:
+    def replay(self, scenario: GatherScenario) -> str:
         """Python that rebuilds ``scenario`` and replays this check on it."""
         dtype = self.settings.dtype
         return "\n".join(

@@ -7,25 +7,19 @@ import json
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from rtmm_conformance.catalog import CHECKS, CHECKS_BY_ID, clauses_for
 from rtmm_conformance.clauses import CLAUSES, PROFILES, CheckInfo
+from rtmm_conformance.console import rerun_command
 from rtmm_conformance.reporting.causes import Cause, group_causes
 from rtmm_conformance.reporting.schema import REPORT_SCHEMA
 from rtmm_conformance.reporting.xfail import XfailFile
-from rtmm_conformance.results import FAILING_OUTCOMES, NODE_PREFIX, CheckResult, Outcome
+from rtmm_conformance.results import FAILING_OUTCOMES, CheckResult, Outcome
 from rtmm_conformance.running.runner import SuiteRunner
-from rtmm_conformance.settings import RunSettings
 
-__all__ = [
-    "CheckSummary",
-    "ConformanceReport",
-    "aggregate",
-    "build_report",
-    "rerun_command",
-]
+__all__ = ["CheckSummary", "ConformanceReport", "aggregate", "build_report"]
 
 #: The console's sections of causes, in the order shown.
 _SECTIONS = ("own", "inherited", "expected", "robustness")
@@ -42,25 +36,6 @@ _PRECEDENCE = (
     Outcome.PASSED,
     Outcome.SKIPPED,
 )
-
-
-#: The settings a run has when given none (the defaults ``rerun_command`` leaves out).
-_DEFAULTS = RunSettings()
-
-
-def rerun_command(
-    target: str, seed: object, device: str, label: str, *, dtype: object = _DEFAULTS.dtype
-) -> str:
-    """The command that reruns one check in one mode (its failure shows the replay): the
-    seed, device and dtype are spelled out where they are not the defaults."""
-    parts = ["pytest", f"--conformance={target}"]
-    if seed is not None and seed != _DEFAULTS.seed:
-        parts.append(f"--conformance-seed={seed}")
-    if device.startswith("cuda"):
-        parts.append(f"--conformance-device={device}")
-    if dtype is not None and dtype != _DEFAULTS.dtype:
-        parts.append(f"--conformance-dtype={dtype}")
-    return " ".join([*parts, f"'{NODE_PREFIX}::{label}'"])
 
 
 @dataclass(frozen=True)
@@ -146,6 +121,13 @@ def _profile_summary(counts: Counter[str]) -> dict[str, int]:
     }
 
 
+def _case_json(result: CheckResult) -> dict[str, object] | None:
+    """A result's smallest case, in words and as the scenario's fields (or ``None``)."""
+    if result.case is None:
+        return None
+    return {"words": result.case_words, "scenario": asdict(result.case)}
+
+
 def _profile_of(result: CheckResult) -> str:
     info = CHECKS_BY_ID.get(result.check_id)
     return info.profile if info is not None else "contract"
@@ -161,14 +143,14 @@ class ConformanceReport:
     settings: dict[str, object]
     environment: dict[str, str]
     results: list[CheckResult]
-    strict: bool = False
     stale_expected_failures: list[str] = field(default_factory=list)
     unknown_expected_failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
     #: The class the target derives from, whose failures count as inherited ("" if none).
     baseline: str = ""
-    #: What fails the run (``own``, ``contract`` or ``all``), its default resolved.
+    #: What fails the run (``own``, ``contract`` or ``all``: the strict profile), its
+    #: default resolved; the one setting every verdict of the report reads.
     fail_on: str = "contract"
     _rows: list[CheckSummary] = field(init=False, repr=False, compare=False)
     _causes: list[Cause] = field(init=False, repr=False, compare=False)
@@ -241,11 +223,12 @@ class ConformanceReport:
     @property
     def ok(self) -> bool:
         """The contract holds: every selected check ran, no contract check failed a MUST or
-        was blocked; in a strict run, nothing failed at all and no entry is stale."""
+        was blocked; in a strict run (``fail_on="all"``), nothing failed at all and no
+        entry is stale."""
         counts = self.counts()
         stale = self.stale_expected_failures or self.unknown_expected_failures
         failed = counts["failed_must"] or counts["failed_should"] or counts["blocked"]
-        return self.complete and not (failed or (self.strict and stale))
+        return self.complete and not (failed or (self.fail_on == "all" and stale))
 
     @property
     def fails_run(self) -> bool:
@@ -264,8 +247,9 @@ class ConformanceReport:
         """``contract: 41 passed, 0 failed (MUST), 1 warning (SHOULD); robustness: 9 passed,
         1 failed (SHOULD)`` and the rest: the contract's verdict first, robustness apart."""
         contract, robustness = self.counts("contract"), self.counts("robustness")
+        strict = self.fail_on == "all"
         parts = [f"{contract['passed']} passed", f"{contract['failed_must']} failed (MUST)"]
-        if self.strict:
+        if strict:
             parts.append(f"{contract['failed_should']} failed (SHOULD, strict)")
         else:
             parts.append(f"{_plural(contract['warning'], 'warning')} (SHOULD)")
@@ -275,7 +259,7 @@ class ConformanceReport:
             failed = robustness["failed_should"] + robustness["warning"]
             rparts = [
                 f"{robustness['passed']} passed",
-                f"{failed} failed ({'strict' if self.strict else 'SHOULD'})",
+                f"{failed} failed ({'strict' if strict else 'SHOULD'})",
                 *_other_outcomes(robustness),
             ]
             line += "; robustness: " + ", ".join(rparts)
@@ -312,8 +296,8 @@ class ConformanceReport:
         )
 
     def causes_text(self) -> str:
-        """Each cause once, the target's own first with their replays; inherited causes,
-        expected failures and robustness gaps one line each."""
+        """Each cause once, the target's own first with the command that reruns it;
+        inherited causes, expected failures and robustness gaps one line each."""
         causes = self.causes()
         if not causes:
             return ""
@@ -336,7 +320,7 @@ class ConformanceReport:
                     + ", ".join(cause.checks)
                 )
             )
-            lines.append(f"    replay: {self.rerun_command(cause.first)}")
+            lines.append(f"    rerun: {self.rerun_command(cause.first)}")
         headings = {
             "inherited": f"inherited from {self.baseline} (--conformance-fail-on=contract "
             "fails on them):",
@@ -357,7 +341,7 @@ class ConformanceReport:
     def rerun_command(self, result: CheckResult) -> str:
         """The command that reruns one check in one mode (its failure shows the replay)."""
         device, seed = str(self.settings.get("device", "cpu")), self.settings.get("seed")
-        dtype = self.settings.get("dtype", _DEFAULTS.dtype)
+        dtype = self.settings.get("dtype")
         return rerun_command(self.target, seed, device, result.label, dtype=dtype)
 
     def should_details(self) -> str:
@@ -467,6 +451,7 @@ class ConformanceReport:
                             "reason": r.reason,
                             "details": r.details,
                             "duration_s": round(r.duration_s, 4),
+                            "case": _case_json(r),
                             "cause": refs.get(id(r)),
                             "origin": (r.origin or "own")
                             if r.outcome in FAILING_OUTCOMES
@@ -513,16 +498,14 @@ def build_report(
         checked = dict.fromkeys(c.clause for c in CHECKS)  # clauses some kind has checks for
         left_out = ", ".join(c for c in checked if c not in clauses_for(kind))
         notes = [f"clauses not applicable to a {kind} target: {left_out}"] if left_out else []
-    baseline = runner.target.baseline_name if runner.target.baseline is not None else ""
     return ConformanceReport(
         target=runner.target.name,
-        baseline=baseline,
-        fail_on=runner.settings.fails_on(bool(baseline)),
+        baseline=runner.baseline,
+        fail_on=runner.fail_on,
         kind=kind,
         settings=runner.settings.summary(),
         environment=runner.environment,
         results=results,
-        strict=runner.settings.strict,
         stale_expected_failures=stale,
         unknown_expected_failures=unknown,
         notes=notes + runner.notes,

@@ -19,15 +19,10 @@ __all__ = [
 ]
 
 #: Identifies the JSON layout (the ``schema`` field); see :mod:`.schema`.
-REPORT_SCHEMA = "rtmm-conformance-report/4"
+REPORT_SCHEMA = "rtmm-conformance-report/5"
 #: Layouts ``python -m rtmm_conformance matrix`` reads (1 had no causes; 2 no origins; 3 no
-#: profiles).
-READABLE_REPORT_SCHEMAS = (
-    "rtmm-conformance-report/1",
-    "rtmm-conformance-report/2",
-    "rtmm-conformance-report/3",
-    REPORT_SCHEMA,
-)
+#: profiles; 4 no smallest cases).
+READABLE_REPORT_SCHEMAS = tuple(f"rtmm-conformance-report/{n}" for n in range(1, 6))
 
 #: The schema's file name inside the ``rtmm_conformance.reporting`` package.
 SCHEMA_FILE = "report_schema.json"

@@ -18,7 +18,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from rtmm_conformance.frames import Frame, TargetError, innermost_target, short_path
+from rtmm_conformance.console import cause_title
+from rtmm_conformance.frames import Frame, TargetError, innermost_target
 from rtmm_conformance.results import CheckFailure
 from rtmm_protocol.testing.scenario import CaseKind, GatherScenario
 
@@ -53,16 +54,9 @@ def _sort_of_step(kind: CaseKind | None) -> CaseKind | None:
     return None if not left or sort == (1, ("prefill",)) else sort
 
 
-def _kind_words(kind: CaseKind) -> str:
-    count, kinds = kind
-    steps = "1 request" if count == 1 else f"{count} requests"
-    return f"{steps}: {', '.join(kinds)}"
-
-
 def _location_key(kind: str, frame: Frame) -> tuple[str, str]:
     """The key and title of an error of type ``kind`` raised at ``frame``."""
-    key = f"error:{kind}@{frame[0]}:{frame[1]}"
-    return key, f"{kind} at {short_path(frame[0])}:{frame[1]} (in {frame[2]})"
+    return f"error:{kind}@{frame[0]}:{frame[1]}", cause_title(kind, at=frame)
 
 
 def _case_key(case: GatherScenario, mode: str | None) -> str:
@@ -95,7 +89,7 @@ def cause_of_failure(
         if sort is not None:
             # Checks whose smallest cases need the same sort of step see the same fault.
             keys.append(f"kind:{mode}:{sort[0]}:{'+'.join(sort[1])}")
-            title = title or f"{failure.what} (on {_kind_words(sort)})"
+            title = title or cause_title(failure.what, kind=sort)
         title = title or failure.what
     if not keys:
         keys.append(f"what:{check_id}:{reason}")
@@ -107,6 +101,6 @@ def cause_of_frames(kind: str, frames: Sequence[Frame], fallback: str) -> CauseK
     """The cause keys of a crash or a hang, from the stack the process was in."""
     place = innermost_target(frames)
     if place is None:
-        return (f"process:{kind}:{fallback}",), f"{kind} ({fallback})"
+        return (f"process:{kind}:{fallback}",), cause_title(kind, fallback=fallback)
     key, title = _location_key(kind, place)
     return (key,), title

@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from rtmm_conformance.catalog import IMPLEMENTATIONS, known_versions
 from rtmm_conformance.checks.registry import CheckImpl
 from rtmm_conformance.clauses import TargetKind, version_key
+from rtmm_conformance.console import crash_text, hang_text, label
 from rtmm_conformance.driving.context import Factory, Mode
 from rtmm_conformance.driving.factories import CompatFactory, Target
-from rtmm_conformance.frames import Frame, frame_kind, short_path, target_entry
-from rtmm_conformance.results import CheckResult, Outcome, label
+from rtmm_conformance.frames import frame_kind, short_path, target_entry
+from rtmm_conformance.results import CheckResult, Outcome
 from rtmm_conformance.running.cause_keys import cause_of_frames
 from rtmm_conformance.running.hangs import Hang
 from rtmm_conformance.running.verdict import (
@@ -85,6 +86,16 @@ class SuiteRunner:
         self.hangs: list[Hang] = []
         self._results: dict[tuple[str, Mode | None], CheckResult] = {}
 
+    @property
+    def baseline(self) -> str:
+        """The name of what the target derives from, whose failures are inherited ("" if none)."""
+        return self.target.baseline_name if self.target.baseline is not None else ""
+
+    @property
+    def fail_on(self) -> str:
+        """What fails this run: :meth:`~..settings.RunSettings.fails_on` for this target."""
+        return self.settings.fails_on(bool(self.baseline))
+
     def plan(self) -> list[PlannedCheck]:
         """Every (check, mode) that applies to this kind of target and requirement set."""
         wanted = version_key(self.settings.version)
@@ -143,26 +154,12 @@ class SuiteRunner:
             frames = frames or (stacks[0] if stacks else [])
             entry, _ = target_entry(frames)
             doing = f" in {entry[2]} ({short_path(entry[0])}:{entry[1]})" if entry else ""
-            reason = f"the target crashed the check's process{doing}: {outcome.how}"
-            details = (
-                f"{reason}.\nThe check ran in a worker process, so the run goes on; the stack "
-                "of the check when the process ended (innermost last):\n"
-                + (_render_stack(frames) if frames else "    (no stack: the process left no trace)")
-            )
+            reason, details = crash_text(doing, outcome.how, frames)
             keys = cause_of_frames(outcome.how.removeprefix("the process "), frames, impl.id)
         else:
             hang = Hang.from_stack(label(impl.id, mode), frames)
             hangs.append(hang)
-            reason = (
-                f"did not finish within {outcome.limit_s:g} s: the target hangs or is very slow "
-                f"in {hang.what}"
-            )
-            details = (
-                f"{reason}\nraise the limit with --conformance-timeout=SECONDS if the target is "
-                f"just slow; later checks that call {hang.what} are reported blocked, not waited "
-                "out.\nstack of the check when its time ran out (innermost last):\n"
-                + (_render_stack(frames) if frames else "    (unknown)")
-            )
+            reason, details = hang_text(outcome.limit_s, hang.what, frames)
             keys = cause_of_frames("hang", frames, impl.id)
         result = failed(impl.info, mode, self.settings.seed, reason, details, keys)
         return replace(result, duration_s=time.perf_counter() - start)
@@ -266,17 +263,3 @@ def _executor_for(isolation: str, factory: Factory) -> tuple[Executor, str]:
             raise ValueError(f"isolation 'process' is not possible: {why}") from None
         return InProcess(), f"checks run in the calling process: {why}"
     return WorkerProcess(), ""
-
-
-def _render_stack(frames: Sequence[Frame]) -> str:
-    """The stack from the check's own code down, without the suite's process plumbing."""
-    shown = list(frames)
-    starts = [i for i, f in enumerate(shown) if f[2] == "run_check" and frame_kind(f[0]) == "suite"]
-    if starts:
-        shown = shown[starts[-1] + 1 :]
-    else:
-        kinds = [frame_kind(f[0]) for f in shown]
-        if "suite" in kinds:
-            shown = shown[kinds.index("suite") :]  # the test runner above it is noise
-    shown = [f for f in shown if not f[0].endswith("workers.py")]
-    return "\n".join(f"    {short_path(f[0])}:{f[1]} in {f[2]}" for f in shown)

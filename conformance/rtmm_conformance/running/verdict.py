@@ -7,7 +7,7 @@ import platform
 import time
 import traceback
 import types
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import hypothesis
@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional
 
 from rtmm_conformance.catalog import IMPLEMENTATIONS
-from rtmm_conformance.clauses import CLAUSES, CheckInfo, TargetKind, spec_anchor
+from rtmm_conformance.clauses import CheckInfo, TargetKind
+from rtmm_conformance.console import cuda_note, failure_details
 from rtmm_conformance.driving.check_run import CheckRun, build_target
 from rtmm_conformance.driving.context import Factory, Mode
 from rtmm_conformance.driving.engine import Engine, engine_of, where_needed
@@ -28,7 +29,6 @@ from rtmm_conformance.results import (
     CheckResult,
     CheckSkipped,
     Outcome,
-    label,
 )
 from rtmm_conformance.running.cause_keys import CauseKeys, cause_of_failure
 from rtmm_conformance.running.hangs import Hang, HangGuard
@@ -41,6 +41,7 @@ __all__ = [
     "DeviceChoice",
     "ModuleAttributes",
     "Probe",
+    "check_run",
     "cuda_error_in",
     "environment_info",
     "failed",
@@ -131,16 +132,8 @@ def run_check(
     and numpy. ``contained``: in a worker (deaf to Ctrl-C), an interrupt is the target's."""
     impl = IMPLEMENTATIONS[check_id]
     guard = HangGuard(hangs)
-    engine = engine_of(factory)
-    run = CheckRun(
-        check_id=check_id,
-        factory=guard.guarded(factory),
-        factory_name=factory_name,
-        settings=settings,
-        mode=mode,
-        kind=kind,
-        engine=engine,
-    )
+    run = check_run(factory, factory_name, settings, kind, check_id, mode, guard)
+    engine = run.engine
     patched = ModuleAttributes.of_torch_and_numpy()
     default_dtype = torch.get_default_dtype()
     start = time.perf_counter()
@@ -152,9 +145,7 @@ def run_check(
         if lacking is not None:
             return CheckResult(check_id, mode, Outcome.SKIPPED, lacking)
         keys = cause_of_failure(check_id, mode, failure, failure.what)
-        details = failure.render()
-        result = failed(impl.info, mode, settings.seed, failure.what, details, keys, failure.error)
-        result = replace(result, replay=failure.repro or "")
+        result = failed(impl.info, mode, settings.seed, failure.what, str(failure), keys, failure)
         cuda_error = cuda_error_in(failure)
     except CheckSkipped as skip:
         result = CheckResult(check_id, mode, Outcome.SKIPPED, skip.reason)
@@ -192,6 +183,28 @@ def run_check(
     if guard.hit is not None:  # the check met a hung entry point: it was not judged
         return CheckResult(check_id, mode, Outcome.BLOCKED, guard.hit.reason())
     return replace(result, duration_s=time.perf_counter() - start)
+
+
+def check_run(
+    factory: Factory,
+    factory_name: str,
+    settings: RunSettings,
+    kind: TargetKind,
+    check_id: str,
+    mode: Mode | None,
+    guard: HangGuard | None = None,
+) -> CheckRun:
+    """What a check function receives to run in ``mode`` on ``factory``'s targets (with
+    the entry points where the target hung before blocked by ``guard``)."""
+    return CheckRun(
+        check_id=check_id,
+        factory=factory if guard is None else guard.guarded(factory),
+        factory_name=factory_name,
+        settings=settings,
+        mode=mode,
+        kind=kind,
+        engine=engine_of(factory),  # the factory's own, before the guard wraps it
+    )
 
 
 def _lacking(engine: Engine, error: BaseException | None) -> str | None:
@@ -260,15 +273,7 @@ def _after_cuda_error(result: CheckResult, contained: bool) -> CheckResult:
     (a CUDA error leaves the context unusable: every later call would fail with it)."""
     if contained:
         retire_worker("a CUDA error left the worker's CUDA context unusable")
-        note = (
-            "a CUDA error leaves the process's CUDA context unusable, so the worker process "
-            "that ran this check was replaced: the next check starts in a new one"
-        )
-    else:
-        note = (
-            "a CUDA error leaves the process's CUDA context unusable, and the checks run in "
-            "this process (isolation off): later checks that use CUDA may fail with it too"
-        )
+    note = cuda_note(contained)
     return replace(result, details=f"{result.details}\n{note}" if result.details else note)
 
 
@@ -282,21 +287,22 @@ def failed(
     error: BaseException | None = None,
 ) -> CheckResult:
     """A failure of ``info``: its explanation, the ``cause`` keys that group it and the
-    target's exception, if it raised one."""
-    header = (
-        f"{label(info.id, mode)}: {info.level}, SPEC {info.clause} ({CLAUSES[info.clause]}); "
-        f"see docs {spec_anchor(info.clause)}\nrequirement: {info.statement}"
-    )
-    footer = f"seed: {seed} (--conformance-seed={seed})"
+    target's exception, if it raised one; a :class:`CheckFailure` as ``error`` gives its
+    smallest case and replay, and the target's exception it was raised from."""
     keys, title = cause
+    finding = error if isinstance(error, CheckFailure) else None
+    error = finding.error if finding is not None else error
     return CheckResult(
         info.id,
         mode,
         Outcome.FAILED,
         reason,
-        f"{header}\n{details}\n{footer}",
+        failure_details(info, mode, seed, details),
         cause_keys=keys,
         cause_title=title,
+        case=finding.case if finding else None,
+        case_words=finding.case_words if finding else "",
+        replay=(finding.replay or "") if finding else "",
         error=None if error is None else TargetError.of(error),
     )
 
@@ -313,29 +319,12 @@ class ModuleAttributes:
         """``torch``, ``torch.Tensor``, ``torch.nn.functional`` and ``numpy``."""
         return cls([torch, torch.Tensor, torch.nn.functional, numpy])
 
-    def _changes(self) -> Iterator[tuple[object, str, object]]:
-        """``(owner, name, saved value)`` of each attribute that differs (``_ADDED``: new)."""
+    def restore(self) -> None:
+        """Put back every changed attribute, and remove added ones."""
         for owner, saved in self._saved:
             now = dict(vars(owner))
             for name in saved.keys() | now.keys():
-                if name not in saved and isinstance(now[name], types.ModuleType):
-                    continue
-                if now.get(name, _ADDED) is not saved.get(name, _ADDED):
-                    yield owner, name, saved.get(name, _ADDED)
-
-    def changed(self) -> list[str]:
-        """The attributes that differ from the snapshot, as ``owner.name``."""
-        return sorted(
-            f"{getattr(o, '__name__', type(o).__name__)}.{n}" for o, n, _ in self._changes()
-        )
-
-    def restore(self) -> None:
-        """Put back every changed attribute, and remove added ones."""
-        for owner, name, value in list(self._changes()):
-            if value is _ADDED:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-
-
-_ADDED = object()
+                if name not in saved and not isinstance(now[name], types.ModuleType):
+                    delattr(owner, name)
+                elif name in saved and (name not in now or now[name] is not saved[name]):
+                    setattr(owner, name, saved[name])
