@@ -24,7 +24,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -34,72 +34,14 @@ from benchmarks.gather_bench import measure_workload
 from benchmarks.peer_bench import measure_against_vllm
 from benchmarks.report import Report, machine_info, write_scaling_plot, write_step_plot
 from benchmarks.scaling import measure_scaling
-from benchmarks.scenarios import (
-    DEFAULT_HIDDEN_SIZE,
-    Workload,
-    chunked_prefill,
-    image_prefill,
-    non_realtime_mixed,
-    realtime_decode,
-)
+from benchmarks.scenarios import DEFAULT_HIDDEN_SIZE
 from benchmarks.vllm_side import VLLM_VERSION, VLLMUnavailableError, load_vllm
+from benchmarks.workloads import loop_workloads, peer_workloads
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The widths of the comparison with vLLM: an audio encoder's and a large LLM's.
 PEER_HIDDEN_SIZES = (1280, 4096)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-Builder = Callable[[int, torch.dtype, torch.device], Workload]
-
-
-def _peer_workloads(quick: bool) -> list[Builder]:
-    if quick:
-        return [
-            lambda h, t, d: realtime_decode(4, (20, 40), 8, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: realtime_decode(4, (200, 200), 1, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: chunked_prefill(2, 64, hidden_size=h, dtype=t, device=d),
-        ]
-    return [
-        *(
-            (
-                lambda h, t, d, r=r: realtime_decode(
-                    r, (200, 1000), 8, hidden_size=h, dtype=t, device=d
-                )
-            )
-            for r in (16, 256, 1024)
-        ),
-        lambda h, t, d: realtime_decode(64, (7500, 7500), 1, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: chunked_prefill(8, 512, hidden_size=h, dtype=t, device=d),
-    ]
-
-
-def _loop_workloads(quick: bool) -> list[Builder]:
-    if quick:
-        return [
-            lambda h, t, d: realtime_decode(4, (20, 40), 8, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: realtime_decode(8, (200, 200), 1, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: non_realtime_mixed(
-                4, 12, 64, image_length=96, hidden_size=h, dtype=t, device=d
-            ),
-            lambda h, t, d: chunked_prefill(2, 64, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: image_prefill(
-                2, 64, image_length=128, hidden_size=h, dtype=t, device=d
-            ),
-        ]
-    return [
-        *(
-            (
-                lambda h, t, d, r=r: realtime_decode(
-                    r, (200, 1000), 8, hidden_size=h, dtype=t, device=d
-                )
-            )
-            for r in (16, 256, 1024)
-        ),
-        lambda h, t, d: realtime_decode(64, (7500, 7500), 1, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: non_realtime_mixed(32, 224, 256, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: chunked_prefill(8, 512, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: image_prefill(8, 512, hidden_size=h, dtype=t, device=d),
-    ]
 
 
 class _Progress:
@@ -121,7 +63,7 @@ def _run_vs_vllm(args: argparse.Namespace, report: Report, plot: Path) -> None:
         progress(
             f"note: vLLM {modules.version} is installed; the comparison targets {VLLM_VERSION}"
         )
-    builders = _peer_workloads(args.quick)
+    builders = peer_workloads(args.quick)
     sizes: Sequence[int] = args.hidden_sizes or ((256,) if args.quick else PEER_HIDDEN_SIZES)
     for hidden in sizes:
         for index, build in enumerate(builders, 1):
@@ -144,7 +86,7 @@ def _run_vs_vllm(args: argparse.Namespace, report: Report, plot: Path) -> None:
 
 def _run_loop(args: argparse.Namespace, report: Report, plot: Path) -> None:
     progress = _Progress()
-    builders = _loop_workloads(args.quick)
+    builders = loop_workloads(args.quick)
     sizes: Sequence[int] = args.hidden_sizes or ((128,) if args.quick else (DEFAULT_HIDDEN_SIZE,))
     for hidden in sizes:
         for index, build in enumerate(builders, 1):

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from benchmarks.workloads import named_loop_workloads
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The paths timed on each side, in table order.
 PATHS = {
@@ -96,7 +98,7 @@ class _Side:
         from benchmarks.scenarios import NUM_STEPS
 
         builder, hidden, quick, dtype, device = spec
-        workload = _builders(bool(quick))[builder](hidden, getattr(torch, dtype), device)
+        workload = named_loop_workloads(bool(quick))[builder](hidden, getattr(torch, dtype), device)
         self.name = workload.name
         self.model = toy_model(workload)
         self.side = ReferenceSide(workload, self.model, max(1, workload.num_tokens))
@@ -200,18 +202,6 @@ def serve(package_root: str) -> None:
 
 
 # ---------------------------------------------------------------- coordinator side
-
-
-def _builders(quick: bool) -> dict[str, Callable[[int, Any, Any], Any]]:
-    """The workloads by name: the loop comparison's (``benchmarks.__main__``)."""
-    from benchmarks.__main__ import _loop_workloads
-
-    names = (
-        ["decode-4", "streams-8", "mixed", "prefill", "image"]
-        if quick
-        else ["decode-16", "decode-256", "decode-1024", "streams-64", "mixed", "prefill", "image"]
-    )
-    return dict(zip(names, _loop_workloads(quick), strict=True))
 
 
 class _Worker:
@@ -410,10 +400,11 @@ def run_against(
         raise ValueError(f"--rounds must be at least {MIN_ROUNDS}, got {rounds}")
     commit = resolve(rev, repo)
     hidden = hidden_size or (128 if quick else 1280)
-    names = list(workloads or _builders(quick))
-    unknown = sorted(set(names) - set(_builders(quick)))
+    known = named_loop_workloads(quick)
+    names = list(workloads or known)
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise ValueError(f"unknown workloads {unknown}; known: {sorted(_builders(quick))}")
+        raise ValueError(f"unknown workloads {unknown}; known: {sorted(known)}")
     per_workload = budget_s if budget_s is not None else (0.02 if quick else 4.0)
     burst_s = per_workload / (rounds * len(PATHS) * 2)
     started = time.perf_counter()

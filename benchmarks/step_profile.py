@@ -22,21 +22,22 @@ from collections.abc import Sequence
 
 import torch
 
-from benchmarks.__main__ import _loop_workloads
 from benchmarks.copy_floor import CopyFloor
 from benchmarks.reference_side import ReferenceSide, toy_model
 from benchmarks.scenarios import NUM_STEPS
+from benchmarks.workloads import named_loop_workloads
 from rtmm_protocol.testing import ReferenceInputBatch, ToyRealtimeModel, ToyReplaceModel
 from rtmm_protocol.validation import check_input_batch
 
 #: The parts, in the order the step runs them.
 PARTS = ("check", "encoder", "plan", "rows", "mask", "merge", "buffer")
-_WORKLOADS = {"decode-16": 0, "decode-256": 1, "decode-1024": 2, "streams-64": 3, "prefill": 5}
+_WORKLOADS = ("decode-16", "decode-256", "decode-1024", "streams-64", "prefill")
 
 
 def profile(name: str, steps: int, hidden: int = 1280) -> dict[str, float]:
     """Median microseconds of each part, of the copy floor and of the whole step."""
-    workload = _loop_workloads(False)[_WORKLOADS[name]](hidden, torch.float32, torch.device("cpu"))
+    build = named_loop_workloads(False)[name]
+    workload = build(hidden, torch.float32, torch.device("cpu"))
     model = toy_model(workload)
     side = ReferenceSide(workload, model, max(1, workload.num_tokens))
     floor = CopyFloor(workload)

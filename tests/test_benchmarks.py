@@ -7,6 +7,7 @@ never asserted here.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import json
@@ -355,3 +356,20 @@ def test_against_an_unknown_revision_is_a_clear_error(
 ) -> None:
     assert _quick_main(["--against", "no-such-revision-anywhere"]) == 2
     assert "--against 'no-such-revision-anywhere': no such commit" in capsys.readouterr().err
+
+
+def test_no_benchmark_module_imports_the_command_line() -> None:
+    """``benchmarks/__main__.py`` imports the comparisons, never the other way round."""
+    importers = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        if path.name == "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(name.startswith("benchmarks.__main__") for name in names):
+                importers.append(path.name)
+    assert importers == []
