@@ -256,10 +256,11 @@ _CHECK_MODULES = {
 #: was grouped by concern and trimmed), above the 3,500 it aims for.
 HARNESS_BUDGET = 4_677
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
-#: is 1,409 (1,199 before the decode path's second round: the arena's copies remembered in
-#: arrays and looked up by id only where a slot missed, feature lists rechecked only where
-#: they changed, the realtime decode route).
-REFERENCE_BUDGET = 1_409
+#: is 1,425 (1,409 before the arena read versions only with validation on, C2a; 1,199
+#: before the decode path's second round: the arena's copies remembered in arrays and
+#: looked up by id only where a slot missed, feature lists rechecked only where they
+#: changed, the realtime decode route).
+REFERENCE_BUDGET = 1_425
 
 
 def _lines(files: Iterable[Path], root: Path) -> dict[str, int]:
