@@ -134,11 +134,14 @@ def _run_against(args: argparse.Namespace) -> int:
             device=str(args.device),
             threads=args.threads,
             workloads=args.workloads,
+            cold=args.cold,
         )
     except (RevisionError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(text)
+    if args.cold:
+        print("\nevery call timed cold: after a copy that evicted the CPU caches")
     print(f"\nload average (1, 5, 15 min) at the end: {_load()}")
     agree = all(result.outputs_match for result in results)
     print(
@@ -170,6 +173,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=lambda text: tuple(text.split(",")),
         help="--against: comma-separated workload names (default: all)",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="--against: evict the CPU caches before each timed call, as a forward pass "
+        "between two engine steps does (default: calls back to back)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, correctness only")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument(
@@ -195,6 +204,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.against is not None and args.vs_vllm:
         parser.error("--against and --vs-vllm are separate comparisons: choose one")
+    if args.cold and args.against is None:
+        parser.error("--cold applies to --against only")
     args.dtype_name = args.dtype
     args.dtype = _DTYPES[args.dtype]
     try:

@@ -51,6 +51,8 @@ PATHS = {
     "plan": "plan_mm_gather alone",
 }
 MIN_ROUNDS = 3
+#: Calls per burst when each is timed cold (after a copy that evicts the CPU caches).
+COLD_CALLS = 9
 
 # Started with ``python -c``: the package under test is imported first, from its own
 # root, then the benchmark code from the working tree. A package's submodules are found
@@ -98,7 +100,8 @@ class _Side:
         from benchmarks.scenarios import NUM_STEPS
 
         builder, hidden, quick, dtype, device = spec
-        workload = named_loop_workloads(bool(quick))[builder](hidden, getattr(torch, dtype), device)
+        build = named_loop_workloads(bool(quick))[builder]
+        workload = build(hidden, getattr(torch, dtype), torch.device(device))
         self.name = workload.name
         self.model = toy_model(workload)
         self.side = ReferenceSide(workload, self.model, max(1, workload.num_tokens))
@@ -115,6 +118,7 @@ class _Side:
         self.sync: Callable[[], None] = (
             torch.cuda.synchronize if workload.device.type == "cuda" else _no_sync
         )
+        self.evict: Callable[[], None] | None = None  # made when a cold timing asks
 
     def outputs(self) -> list[dict[str, Any]]:
         """Every path's output on every step, as CPU values."""
@@ -136,15 +140,23 @@ class _Side:
             )
         return found
 
-    def time(self, path: str, calls: int) -> list[float]:
-        """Seconds per call of ``path``, over ``calls`` calls cycling through the steps."""
+    def time(self, path: str, calls: int, cold: bool = False) -> list[float]:
+        """Seconds per call of ``path``, over ``calls`` calls cycling through the steps;
+        ``cold``: each after a copy that evicts the CPU caches (untimed)."""
+        from benchmarks.timing import Eviction
+
+        if cold and self.evict is None:
+            self.evict = Eviction("cold")
         fn, sync = self.paths[path], self.sync
+        evict = self.evict if cold else None
         samples = []
         enabled = gc.isenabled()
         gc.disable()  # as benchmarks.timing.alternate: no collection lands on one call
         try:
             for k in range(calls):
                 self.current = k % len(self.args)
+                if evict is not None:
+                    evict()
                 sync()
                 t0 = time.perf_counter_ns()
                 result = fn()
@@ -324,6 +336,7 @@ def measure(
     rounds: int,
     burst_s: float,
     progress: Callable[[str], None],
+    cold: bool = False,
 ) -> AgainstResult:
     """Compare both sides' outputs on ``spec``'s workload, then time it in turns."""
     for worker in (old, new):  # both build at once (two processes)
@@ -339,11 +352,14 @@ def measure(
     result = AgainstResult(name, not differ)
     for path in PATHS:
         # Calls per burst: warm both sides up, then fit the burst to burst_s.
-        first = [sum(w.ask("time", (path, 8))) / 8 for w in (old, new)]
+        first = [sum(w.ask("time", (path, 8, cold))) / 8 for w in (old, new)]
         calls = max(8, min(2000, int(burst_s / max(max(first), 1e-7))))
+        if cold:  # each call follows a copy of tens of milliseconds: a fixed, small burst
+            calls = COLD_CALLS
         for index in range(rounds):
             order = (old, new) if index % 2 == 0 else (new, old)
-            medians = {w.label: statistics.median(w.ask("time", (path, calls))) for w in order}
+            timed = {w.label: w.ask("time", (path, calls, cold)) for w in order}
+            medians = {label: statistics.median(samples) for label, samples in timed.items()}
             result.old_us.setdefault(path, []).append(medians["old"] * 1e6)
             result.new_us.setdefault(path, []).append(medians["new"] * 1e6)
             result.ratios.setdefault(path, []).append(medians["old"] / medians["new"])
@@ -393,9 +409,12 @@ def run_against(
     workloads: Sequence[str] | None = None,
     repo: Path = ROOT,
     package_root: Path | None = None,
+    cold: bool = False,
 ) -> tuple[list[AgainstResult], str]:
     """Time the reference at ``rev`` (old) against the one under ``package_root``
-    (new; default: the working tree). Returns the results and the text table."""
+    (new; default: the working tree). Returns the results and the text table.
+    ``cold``: every call after a copy that evicts the CPU caches, as an engine's forward
+    pass between two steps does (see :mod:`benchmarks.step_profile`)."""
     if rounds < MIN_ROUNDS:
         raise ValueError(f"--rounds must be at least {MIN_ROUNDS}, got {rounds}")
     commit = resolve(rev, repo)
@@ -423,7 +442,9 @@ def run_against(
             for name in names:
                 spec = (name, hidden, int(quick), dtype, device)
                 results.append(
-                    measure(old, new, spec, rounds=rounds, burst_s=burst_s, progress=progress)
+                    measure(
+                        old, new, spec, rounds=rounds, burst_s=burst_s, progress=progress, cold=cold
+                    )
                 )
         finally:
             old.close()
