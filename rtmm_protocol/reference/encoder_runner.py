@@ -93,6 +93,8 @@ class EncoderRunner:
         skipped. Each output is checked against its feature (rows and hidden size) and
         cached in the runner's dtype and device, without autograd history.
         """
+        if type(scheduled_encoder_inputs) is dict and not scheduled_encoder_inputs:
+            return 0  # nothing scheduled (most decode steps): nothing to check or encode
         cache, encoded = self.encoder_cache, 0
         scheduled = check_scheduled_encoder_inputs(scheduled_encoder_inputs, cache.mm_features)
         for req_id, feature in scheduled:

@@ -69,7 +69,8 @@ class EncoderOutputArena:
         # may come back as another tensor's), all of them when copies move.
         self._slot_key = np.zeros(0, dtype=np.int64)
         self._slot_version = np.zeros(0, dtype=np.int64)
-        self._slot_span = np.zeros(0, dtype=np.int64)
+        self._slot_start = np.zeros(0, dtype=np.int64)  # the copy's first row
+        self._slot_rows = np.zeros(0, dtype=np.int64)  # and its rows
         self._slots_of: dict[int, set[int]] = {}  # by tensor id: the slots that name it
 
     @property
@@ -98,12 +99,13 @@ class EncoderOutputArena:
             return self._locate_by_id(identifiers, outputs, check)
         n = len(outputs)
         keys = np.fromiter(map(id, outputs), dtype=np.int64, count=n)
-        highest = int(slots.max())
-        if highest >= self._slot_key.shape[0]:
-            self._grow_slots(highest + 1)
         # The dicts by id cost two reads of scattered objects per output; the slots'
-        # arrays, one numpy pass each.
-        hit = self._slot_key[slots] == keys
+        # arrays, one numpy pass each (and each kind of numpy call, 5-30 us cold).
+        try:
+            hit = self._slot_key[slots] == keys
+        except IndexError:  # a slot past the arrays: they grow
+            self._grow_slots(int(slots.max()) + 1)
+            hit = self._slot_key[slots] == keys
         versions = None
         if self.versions:  # C2a: every output's version, read on every call (torch bumps it)
             try:  # two cache misses per output in torch's objects: 0.3-0.4 ms at 1,024
@@ -112,10 +114,10 @@ class EncoderOutputArena:
                 return self._locate_by_id(identifiers, outputs, check)
             hit &= self._slot_version[slots] == versions
         if hit.all():
-            return np.divmod(self._slot_span[slots], self._stride)
+            return self._slot_start[slots], self._slot_rows[slots]
         # Only the outputs the slots did not answer are looked up by id (continuous decode
         # misses the streams entering a new feature, not the others).
-        missed, moves, spans = np.flatnonzero(~hit), self._moves, self._slot_span[slots]
+        missed, moves = np.flatnonzero(~hit), self._moves
         listed = keys.tolist()
         needed = set(listed)
         for k in map(int, missed):
@@ -128,12 +130,13 @@ class EncoderOutputArena:
             missed = np.arange(n)
         missed_keys, missed_slots = keys[missed], slots[missed]
         found = missed_keys.tolist()
-        spans[missed] = [self._spans[key] for key in found]
-        self._slot_key[missed_slots], self._slot_span[missed_slots] = missed_keys, spans[missed]
+        spans = np.array([self._spans[key] for key in found], dtype=np.int64)
+        self._slot_start[missed_slots], self._slot_rows[missed_slots] = divmod(spans, self._stride)
+        self._slot_key[missed_slots] = missed_keys
         self._slot_version[missed_slots] = [self._versions[key] for key in found]
         for key, slot in zip(found, missed_slots.tolist(), strict=True):
             self._slots_of.setdefault(key, set()).add(slot)
-        return np.divmod(spans, self._stride)
+        return self._slot_start[slots], self._slot_rows[slots]
 
     def _locate_by_id(
         self,
@@ -166,7 +169,7 @@ class EncoderOutputArena:
 
     def _grow_slots(self, size: int) -> None:
         size = max(size, 2 * self._slot_key.shape[0], 1024)
-        for name in ("_slot_key", "_slot_version", "_slot_span"):
+        for name in ("_slot_key", "_slot_version", "_slot_start", "_slot_rows"):
             column = getattr(self, name)
             grown = np.zeros(size, dtype=np.int64)
             grown[: column.shape[0]] = column
