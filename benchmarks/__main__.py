@@ -31,6 +31,7 @@ import torch
 
 from benchmarks.against import RevisionError, run_against
 from benchmarks.gather_bench import measure_workload
+from benchmarks.host_time import measure_host_time
 from benchmarks.peer_bench import measure_against_vllm
 from benchmarks.report import Report, machine_info, write_scaling_plot, write_step_plot
 from benchmarks.scaling import measure_scaling
@@ -99,6 +100,13 @@ def _run_loop(args: argparse.Namespace, report: Report, plot: Path) -> None:
                 + ", ".join(f"{n} {x:.1f}x" for n, x in result.ratios.items())
                 + f"; outputs match: {result.outputs_match}"
             )
+            if args.host_time:
+                times, agree = measure_host_time(workload, budget_s=args.budget)
+                report.host_time.append({**times.record(), "outputs_match": agree})
+                progress(
+                    f"    host us: ref {times.host_us['ref']:.0f}, loop "
+                    f"{times.host_us['loop']:.0f}; outputs match: {agree}"
+                )
             del workload
             gc.collect()
     if args.device.type == "cpu":
@@ -179,6 +187,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="--against: evict the CPU caches before each timed call, as a forward pass "
         "between two engine steps does (default: calls back to back)",
     )
+    parser.add_argument(
+        "--host-time",
+        action="store_true",
+        help="loop comparison: also time, per workload, the host and device time of the "
+        "reference's whole step and of the per-request loop's (see benchmarks.host_time)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, correctness only")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument(
@@ -206,6 +220,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--against and --vs-vllm are separate comparisons: choose one")
     if args.cold and args.against is None:
         parser.error("--cold applies to --against only")
+    if args.host_time and (args.against is not None or args.vs_vllm):
+        parser.error("--host-time applies to the loop comparison only")
     args.dtype_name = args.dtype
     args.dtype = _DTYPES[args.dtype]
     try:

@@ -373,3 +373,117 @@ def test_no_benchmark_module_imports_the_command_line() -> None:
             if any(name.startswith("benchmarks.__main__") for name in names):
                 importers.append(path.name)
     assert importers == []
+
+
+def test_host_time_stops_as_the_call_returns_and_reads_the_device_after_a_sync() -> None:
+    """On CUDA the host time is the launch cost: no synchronization inside it, the device
+    idle at its start, the end event recorded after the call and read after a sync.
+    Pinned here with spies, as the CPU cannot run CUDA."""
+    host_time = _benchmark_module("benchmarks.host_time")
+    log: list[str] = []
+    ticks = iter(range(100))
+
+    class Event:
+        def __init__(self) -> None:
+            self.name = f"event{len([e for e in log if e.startswith('new')])}"
+            log.append(f"new {self.name}")
+
+        def record(self) -> None:
+            log.append(f"record {self.name}")
+
+        def elapsed_time(self, end: object) -> float:
+            log.append("elapsed")
+            return 2.0  # milliseconds
+
+    def clock() -> float:
+        log.append("clock")
+        return float(next(ticks))
+
+    host, device = host_time.time_calls(
+        lambda k: log.append(f"call {k}"),
+        2,
+        synchronize=lambda: log.append("sync"),
+        event=Event,
+        clock=clock,
+    )
+    assert log[:11] == [
+        "sync",
+        "new event0",
+        "record event0",
+        "clock",
+        "call 0",
+        "clock",
+        "new event1",
+        "record event1",
+        "sync",
+        "elapsed",
+        "sync",
+    ]
+    assert host == [1.0, 1.0]
+    assert device == [0.002, 0.002]
+    # On the CPU: nothing to synchronize, no device time.
+    host, device = host_time.time_calls(lambda k: k, 3, synchronize=None, event=None)
+    assert len(host) == 3
+    assert device is None
+
+
+def test_host_time_quick_run_reports_both_steps_agreeing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "host.json"
+    assert _quick_main(["--host-time", "--output", str(output)]) == 0
+    assert "Host and device time of a whole step" in capsys.readouterr().out
+    records = json.loads(output.read_text("utf-8"))["host_time"]
+    assert len(records) == 5
+    for record in records:
+        assert record["outputs_match"] is True
+        assert record["ref_host_us"] > 0
+        assert record["loop_host_us"] > 0
+        assert record["ref_device_us"] is None  # the CPU has no device time
+    assert _flat(records)
+
+
+def test_step_profile_reports_the_limit_and_step_over_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    step_profile = _benchmark_module("benchmarks.step_profile")
+    output = tmp_path / "profile.json"
+    args = ["--quick", "--steps", "2", "--hidden-sizes", "32", "--evict-mib", "1"]
+    threads = torch.get_num_threads()
+    try:
+        assert step_profile.main([*args, "--output", str(output)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    printed = capsys.readouterr().out
+    assert "step/limit" in printed
+    assert "load average" in printed
+    data = json.loads(output.read_text("utf-8"))
+    assert (data["mode"], data["comparison"]) == ("quick", "step-profile")
+    records = data["step_profile"]
+    assert [r["hidden_size"] for r in records] == [32, 32, 32]
+    for r in records:
+        limit = sum(r[f"{part}_us"] for part in step_profile.LIMIT_PARTS)
+        assert r["limit_us"] == pytest.approx(limit, abs=0.3)
+        assert r["step_over_limit"] == pytest.approx(r["step_us"] / r["limit_us"], rel=0.01)
+        assert "target" not in r  # quick sizes are judged against nothing
+    assert _flat(records)
+
+
+def test_cold_caches_take_a_copy_of_twice_the_last_level_cache() -> None:
+    timing = _benchmark_module("benchmarks.timing")
+    llc = timing.last_level_cache_bytes()
+    cold = timing.Eviction("cold")
+    assert cold.mib >= 64
+    if llc is not None:
+        assert cold.mib >= min(2 * llc >> 20, 1024)
+    assert timing.Eviction("warm").mib == 8
+    with pytest.raises(ValueError, match="--caches must be one of cold, warm"):
+        timing.Eviction("lukewarm")
+    with pytest.raises(ValueError, match="--evict-mib must be positive"):
+        timing.Eviction("cold", 0)
+
+
+def test_cold_applies_to_against_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _quick_main(["--cold"])
+    assert "--cold applies to --against only" in capsys.readouterr().err
