@@ -21,19 +21,22 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from benchmarks.against import RevisionError, run_against
+from benchmarks.against import RevisionError, resolve, run_against
+from benchmarks.against import records as against_records
 from benchmarks.gather_bench import measure_workload
 from benchmarks.host_time import measure_host_time
 from benchmarks.peer_bench import measure_against_vllm
-from benchmarks.report import Report, machine_info, write_scaling_plot, write_step_plot
+from benchmarks.report import SCHEMA, Report, machine_info, write_scaling_plot, write_step_plot
 from benchmarks.scaling import measure_scaling
 from benchmarks.scenarios import DEFAULT_HIDDEN_SIZE
 from benchmarks.vllm_side import VLLM_VERSION, VLLMUnavailableError, load_vllm
@@ -131,6 +134,7 @@ def _load() -> str:
 
 
 def _run_against(args: argparse.Namespace) -> int:
+    machine = machine_info(args.device)
     try:
         results, text = run_against(
             args.against,
@@ -156,6 +160,23 @@ def _run_against(args: argparse.Namespace) -> int:
         f"\nnew/old = old time / new time (above 1: the working tree is faster); "
         f"outputs {'agree' if agree else 'DIFFER'}"
     )
+    if args.output is not None:  # only when asked: a casual run keeps the committed file
+        machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+        machine["against"] = f"{args.against} ({resolve(args.against)[:12]})"
+        machine["rounds"] = args.rounds
+        machine["calls"] = "each after evicting the CPU caches" if args.cold else "back to back"
+        data = {
+            "schema": SCHEMA,
+            "mode": "quick" if args.quick else "full",
+            "comparison": "against",
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "all_outputs_match": agree,
+            "machine": machine,
+            "against": against_records(results),
+        }
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(f"results written to {args.output}")
     return 0 if agree else 1
 
 
@@ -203,7 +224,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=lambda text: tuple(int(v) for v in text.split(",")),
         help="comma-separated hidden sizes (default: 1280,4096 with --vs-vllm, else 1280)",
     )
-    parser.add_argument("--output", type=Path, help="JSON path (default: benchmarks/results/)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="JSON path (default: benchmarks/results/; --against writes one only when given)",
+    )
     parser.add_argument("--plot", type=Path, help="plot path (default: the JSON's, ending .png)")
     parser.add_argument(
         "--threads",

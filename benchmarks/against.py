@@ -371,6 +371,27 @@ def measure(
     return result
 
 
+def records(results: Sequence[AgainstResult]) -> list[dict[str, object]]:
+    """One flat record per workload and path, for the JSON file the docs render."""
+    found: list[dict[str, object]] = []
+    for result in results:
+        for path in PATHS:
+            ratios = result.ratios[path]
+            found.append(
+                {
+                    "workload": result.name,
+                    "path": path,
+                    "new_over_old": round(result.ratio(path), 3),
+                    "spread": f"{min(ratios):.2f}-{max(ratios):.2f}",
+                    "old_ms": round(statistics.median(result.old_us[path]) / 1e3, 4),
+                    "new_ms": round(statistics.median(result.new_us[path]) / 1e3, 4),
+                    "rounds": len(ratios),
+                    "outputs_match": result.outputs_match,
+                }
+            )
+    return found
+
+
 def table(results: Sequence[AgainstResult], old_label: str) -> str:
     """Plain-text table: per workload and path, new/old (median, spread) and both medians."""
     header = ("workload", "path", "new/old", "spread", f"old ({old_label}) ms", "new ms")
