@@ -256,11 +256,12 @@ _CHECK_MODULES = {
 #: was grouped by concern and trimmed), above the 3,500 it aims for.
 HARNESS_BUDGET = 4_677
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
-#: is 1,425 (1,409 before the arena read versions only with validation on, C2a; 1,199
+#: is 1,436 (1,409 before the arena read versions only with validation on, C2a, and a
+#: cold decode step made fewer kinds of numpy and torch calls; 1,199
 #: before the decode path's second round: the arena's copies remembered in arrays and
 #: looked up by id only where a slot missed, feature lists rechecked only where they
 #: changed, the realtime decode route).
-REFERENCE_BUDGET = 1_425
+REFERENCE_BUDGET = 1_436
 
 
 def _lines(files: Iterable[Path], root: Path) -> dict[str, int]:
