@@ -21,85 +21,31 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from benchmarks.against import RevisionError, run_against
+from benchmarks.against import RevisionError, resolve, run_against
+from benchmarks.against import records as against_records
 from benchmarks.gather_bench import measure_workload
+from benchmarks.host_time import measure_host_time
 from benchmarks.peer_bench import measure_against_vllm
-from benchmarks.report import Report, machine_info, write_scaling_plot, write_step_plot
+from benchmarks.report import SCHEMA, Report, machine_info, write_scaling_plot, write_step_plot
 from benchmarks.scaling import measure_scaling
-from benchmarks.scenarios import (
-    DEFAULT_HIDDEN_SIZE,
-    Workload,
-    chunked_prefill,
-    image_prefill,
-    non_realtime_mixed,
-    realtime_decode,
-)
+from benchmarks.scenarios import DEFAULT_HIDDEN_SIZE
 from benchmarks.vllm_side import VLLM_VERSION, VLLMUnavailableError, load_vllm
+from benchmarks.workloads import loop_workloads, peer_workloads
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The widths of the comparison with vLLM: an audio encoder's and a large LLM's.
 PEER_HIDDEN_SIZES = (1280, 4096)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-Builder = Callable[[int, torch.dtype, torch.device], Workload]
-
-
-def _peer_workloads(quick: bool) -> list[Builder]:
-    if quick:
-        return [
-            lambda h, t, d: realtime_decode(4, (20, 40), 8, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: realtime_decode(4, (200, 200), 1, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: chunked_prefill(2, 64, hidden_size=h, dtype=t, device=d),
-        ]
-    return [
-        *(
-            (
-                lambda h, t, d, r=r: realtime_decode(
-                    r, (200, 1000), 8, hidden_size=h, dtype=t, device=d
-                )
-            )
-            for r in (16, 256, 1024)
-        ),
-        lambda h, t, d: realtime_decode(64, (7500, 7500), 1, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: chunked_prefill(8, 512, hidden_size=h, dtype=t, device=d),
-    ]
-
-
-def _loop_workloads(quick: bool) -> list[Builder]:
-    if quick:
-        return [
-            lambda h, t, d: realtime_decode(4, (20, 40), 8, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: realtime_decode(8, (200, 200), 1, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: non_realtime_mixed(
-                4, 12, 64, image_length=96, hidden_size=h, dtype=t, device=d
-            ),
-            lambda h, t, d: chunked_prefill(2, 64, hidden_size=h, dtype=t, device=d),
-            lambda h, t, d: image_prefill(
-                2, 64, image_length=128, hidden_size=h, dtype=t, device=d
-            ),
-        ]
-    return [
-        *(
-            (
-                lambda h, t, d, r=r: realtime_decode(
-                    r, (200, 1000), 8, hidden_size=h, dtype=t, device=d
-                )
-            )
-            for r in (16, 256, 1024)
-        ),
-        lambda h, t, d: realtime_decode(64, (7500, 7500), 1, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: non_realtime_mixed(32, 224, 256, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: chunked_prefill(8, 512, hidden_size=h, dtype=t, device=d),
-        lambda h, t, d: image_prefill(8, 512, hidden_size=h, dtype=t, device=d),
-    ]
 
 
 class _Progress:
@@ -121,7 +67,7 @@ def _run_vs_vllm(args: argparse.Namespace, report: Report, plot: Path) -> None:
         progress(
             f"note: vLLM {modules.version} is installed; the comparison targets {VLLM_VERSION}"
         )
-    builders = _peer_workloads(args.quick)
+    builders = peer_workloads(args.quick)
     sizes: Sequence[int] = args.hidden_sizes or ((256,) if args.quick else PEER_HIDDEN_SIZES)
     for hidden in sizes:
         for index, build in enumerate(builders, 1):
@@ -144,7 +90,7 @@ def _run_vs_vllm(args: argparse.Namespace, report: Report, plot: Path) -> None:
 
 def _run_loop(args: argparse.Namespace, report: Report, plot: Path) -> None:
     progress = _Progress()
-    builders = _loop_workloads(args.quick)
+    builders = loop_workloads(args.quick)
     sizes: Sequence[int] = args.hidden_sizes or ((128,) if args.quick else (DEFAULT_HIDDEN_SIZE,))
     for hidden in sizes:
         for index, build in enumerate(builders, 1):
@@ -157,6 +103,13 @@ def _run_loop(args: argparse.Namespace, report: Report, plot: Path) -> None:
                 + ", ".join(f"{n} {x:.1f}x" for n, x in result.ratios.items())
                 + f"; outputs match: {result.outputs_match}"
             )
+            if args.host_time:
+                times, agree = measure_host_time(workload, budget_s=args.budget)
+                report.host_time.append({**times.record(), "outputs_match": agree})
+                progress(
+                    f"    host us: ref {times.host_us['ref']:.0f}, loop "
+                    f"{times.host_us['loop']:.0f}; outputs match: {agree}"
+                )
             del workload
             gc.collect()
     if args.device.type == "cpu":
@@ -181,6 +134,7 @@ def _load() -> str:
 
 
 def _run_against(args: argparse.Namespace) -> int:
+    machine = machine_info(args.device)
     try:
         results, text = run_against(
             args.against,
@@ -192,17 +146,37 @@ def _run_against(args: argparse.Namespace) -> int:
             device=str(args.device),
             threads=args.threads,
             workloads=args.workloads,
+            cold=args.cold,
         )
     except (RevisionError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(text)
+    if args.cold:
+        print("\nevery call timed cold: after a copy that evicted the CPU caches")
     print(f"\nload average (1, 5, 15 min) at the end: {_load()}")
     agree = all(result.outputs_match for result in results)
     print(
         f"\nnew/old = old time / new time (above 1: the working tree is faster); "
         f"outputs {'agree' if agree else 'DIFFER'}"
     )
+    if args.output is not None:  # only when asked: a casual run keeps the committed file
+        machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+        machine["against"] = f"{args.against} ({resolve(args.against)[:12]})"
+        machine["rounds"] = args.rounds
+        machine["calls"] = "each after evicting the CPU caches" if args.cold else "back to back"
+        data = {
+            "schema": SCHEMA,
+            "mode": "quick" if args.quick else "full",
+            "comparison": "against",
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "all_outputs_match": agree,
+            "machine": machine,
+            "against": against_records(results),
+        }
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(f"results written to {args.output}")
     return 0 if agree else 1
 
 
@@ -228,6 +202,18 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=lambda text: tuple(text.split(",")),
         help="--against: comma-separated workload names (default: all)",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="--against: evict the CPU caches before each timed call, as a forward pass "
+        "between two engine steps does (default: calls back to back)",
+    )
+    parser.add_argument(
+        "--host-time",
+        action="store_true",
+        help="loop comparison: also time, per workload, the host and device time of the "
+        "reference's whole step and of the per-request loop's (see benchmarks.host_time)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, correctness only")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument(
@@ -238,7 +224,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=lambda text: tuple(int(v) for v in text.split(",")),
         help="comma-separated hidden sizes (default: 1280,4096 with --vs-vllm, else 1280)",
     )
-    parser.add_argument("--output", type=Path, help="JSON path (default: benchmarks/results/)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="JSON path (default: benchmarks/results/; --against writes one only when given)",
+    )
     parser.add_argument("--plot", type=Path, help="plot path (default: the JSON's, ending .png)")
     parser.add_argument(
         "--threads",
@@ -253,6 +243,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.against is not None and args.vs_vllm:
         parser.error("--against and --vs-vllm are separate comparisons: choose one")
+    if args.cold and args.against is None:
+        parser.error("--cold applies to --against only")
+    if args.host_time and (args.against is not None or args.vs_vllm):
+        parser.error("--host-time applies to the loop comparison only")
     args.dtype_name = args.dtype
     args.dtype = _DTYPES[args.dtype]
     try:

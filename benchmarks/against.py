@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from benchmarks.workloads import named_loop_workloads
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The paths timed on each side, in table order.
 PATHS = {
@@ -49,6 +51,8 @@ PATHS = {
     "plan": "plan_mm_gather alone",
 }
 MIN_ROUNDS = 3
+#: Calls per burst when each is timed cold (after a copy that evicts the CPU caches).
+COLD_CALLS = 9
 
 # Started with ``python -c``: the package under test is imported first, from its own
 # root, then the benchmark code from the working tree. A package's submodules are found
@@ -96,7 +100,8 @@ class _Side:
         from benchmarks.scenarios import NUM_STEPS
 
         builder, hidden, quick, dtype, device = spec
-        workload = _builders(bool(quick))[builder](hidden, getattr(torch, dtype), device)
+        build = named_loop_workloads(bool(quick))[builder]
+        workload = build(hidden, getattr(torch, dtype), torch.device(device))
         self.name = workload.name
         self.model = toy_model(workload)
         self.side = ReferenceSide(workload, self.model, max(1, workload.num_tokens))
@@ -113,6 +118,7 @@ class _Side:
         self.sync: Callable[[], None] = (
             torch.cuda.synchronize if workload.device.type == "cuda" else _no_sync
         )
+        self.evict: Callable[[], None] | None = None  # made when a cold timing asks
 
     def outputs(self) -> list[dict[str, Any]]:
         """Every path's output on every step, as CPU values."""
@@ -134,15 +140,23 @@ class _Side:
             )
         return found
 
-    def time(self, path: str, calls: int) -> list[float]:
-        """Seconds per call of ``path``, over ``calls`` calls cycling through the steps."""
+    def time(self, path: str, calls: int, cold: bool = False) -> list[float]:
+        """Seconds per call of ``path``, over ``calls`` calls cycling through the steps;
+        ``cold``: each after a copy that evicts the CPU caches (untimed)."""
+        from benchmarks.timing import Eviction
+
+        if cold and self.evict is None:
+            self.evict = Eviction("cold")
         fn, sync = self.paths[path], self.sync
+        evict = self.evict if cold else None
         samples = []
         enabled = gc.isenabled()
         gc.disable()  # as benchmarks.timing.alternate: no collection lands on one call
         try:
             for k in range(calls):
                 self.current = k % len(self.args)
+                if evict is not None:
+                    evict()
                 sync()
                 t0 = time.perf_counter_ns()
                 result = fn()
@@ -200,18 +214,6 @@ def serve(package_root: str) -> None:
 
 
 # ---------------------------------------------------------------- coordinator side
-
-
-def _builders(quick: bool) -> dict[str, Callable[[int, Any, Any], Any]]:
-    """The workloads by name: the loop comparison's (``benchmarks.__main__``)."""
-    from benchmarks.__main__ import _loop_workloads
-
-    names = (
-        ["decode-4", "streams-8", "mixed", "prefill", "image"]
-        if quick
-        else ["decode-16", "decode-256", "decode-1024", "streams-64", "mixed", "prefill", "image"]
-    )
-    return dict(zip(names, _loop_workloads(quick), strict=True))
 
 
 class _Worker:
@@ -334,6 +336,7 @@ def measure(
     rounds: int,
     burst_s: float,
     progress: Callable[[str], None],
+    cold: bool = False,
 ) -> AgainstResult:
     """Compare both sides' outputs on ``spec``'s workload, then time it in turns."""
     for worker in (old, new):  # both build at once (two processes)
@@ -349,11 +352,14 @@ def measure(
     result = AgainstResult(name, not differ)
     for path in PATHS:
         # Calls per burst: warm both sides up, then fit the burst to burst_s.
-        first = [sum(w.ask("time", (path, 8))) / 8 for w in (old, new)]
+        first = [sum(w.ask("time", (path, 8, cold))) / 8 for w in (old, new)]
         calls = max(8, min(2000, int(burst_s / max(max(first), 1e-7))))
+        if cold:  # each call follows a copy of tens of milliseconds: a fixed, small burst
+            calls = COLD_CALLS
         for index in range(rounds):
             order = (old, new) if index % 2 == 0 else (new, old)
-            medians = {w.label: statistics.median(w.ask("time", (path, calls))) for w in order}
+            timed = {w.label: w.ask("time", (path, calls, cold)) for w in order}
+            medians = {label: statistics.median(samples) for label, samples in timed.items()}
             result.old_us.setdefault(path, []).append(medians["old"] * 1e6)
             result.new_us.setdefault(path, []).append(medians["new"] * 1e6)
             result.ratios.setdefault(path, []).append(medians["old"] / medians["new"])
@@ -363,6 +369,27 @@ def measure(
         + f"; outputs match: {result.outputs_match}"
     )
     return result
+
+
+def records(results: Sequence[AgainstResult]) -> list[dict[str, object]]:
+    """One flat record per workload and path, for the JSON file the docs render."""
+    found: list[dict[str, object]] = []
+    for result in results:
+        for path in PATHS:
+            ratios = result.ratios[path]
+            found.append(
+                {
+                    "workload": result.name,
+                    "path": path,
+                    "new_over_old": round(result.ratio(path), 3),
+                    "spread": f"{min(ratios):.2f}-{max(ratios):.2f}",
+                    "old_ms": round(statistics.median(result.old_us[path]) / 1e3, 4),
+                    "new_ms": round(statistics.median(result.new_us[path]) / 1e3, 4),
+                    "rounds": len(ratios),
+                    "outputs_match": result.outputs_match,
+                }
+            )
+    return found
 
 
 def table(results: Sequence[AgainstResult], old_label: str) -> str:
@@ -403,17 +430,21 @@ def run_against(
     workloads: Sequence[str] | None = None,
     repo: Path = ROOT,
     package_root: Path | None = None,
+    cold: bool = False,
 ) -> tuple[list[AgainstResult], str]:
     """Time the reference at ``rev`` (old) against the one under ``package_root``
-    (new; default: the working tree). Returns the results and the text table."""
+    (new; default: the working tree). Returns the results and the text table.
+    ``cold``: every call after a copy that evicts the CPU caches, as an engine's forward
+    pass between two steps does (see :mod:`benchmarks.step_profile`)."""
     if rounds < MIN_ROUNDS:
         raise ValueError(f"--rounds must be at least {MIN_ROUNDS}, got {rounds}")
     commit = resolve(rev, repo)
     hidden = hidden_size or (128 if quick else 1280)
-    names = list(workloads or _builders(quick))
-    unknown = sorted(set(names) - set(_builders(quick)))
+    known = named_loop_workloads(quick)
+    names = list(workloads or known)
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise ValueError(f"unknown workloads {unknown}; known: {sorted(_builders(quick))}")
+        raise ValueError(f"unknown workloads {unknown}; known: {sorted(known)}")
     per_workload = budget_s if budget_s is not None else (0.02 if quick else 4.0)
     burst_s = per_workload / (rounds * len(PATHS) * 2)
     started = time.perf_counter()
@@ -432,7 +463,9 @@ def run_against(
             for name in names:
                 spec = (name, hidden, int(quick), dtype, device)
                 results.append(
-                    measure(old, new, spec, rounds=rounds, burst_s=burst_s, progress=progress)
+                    measure(
+                        old, new, spec, rounds=rounds, burst_s=burst_s, progress=progress, cold=cold
+                    )
                 )
         finally:
             old.close()

@@ -6,8 +6,19 @@ import gc
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
-__all__ = ["alternate", "median_us"]
+import torch
+
+__all__ = ["CACHE_MODES", "Eviction", "alternate", "last_level_cache_bytes", "median_us"]
+
+#: How the CPU caches are set before a timing: ``cold``, as a forward pass between two
+#: engine steps leaves them (nothing of the step's data cached); ``warm``, after a small
+#: copy that a large last-level cache holds beside most of the step's data.
+CACHE_MODES = ("cold", "warm")
+_WARM_MIB = 8
+# A cold eviction copies twice the last-level cache, within these bounds.
+_MIN_COLD_MIB, _MAX_COLD_MIB = 64, 1024
 
 
 def alternate(
@@ -81,3 +92,38 @@ def _settle() -> None:
 def median_us(samples: list[float]) -> float:
     """The median of ``samples`` (seconds) in microseconds."""
     return statistics.median(samples) * 1e6
+
+
+def last_level_cache_bytes() -> int | None:
+    """The size of the CPU's largest cache, as Linux reports it (``None`` elsewhere)."""
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=None)
+
+
+class Eviction:
+    """A copy between two buffers that sets the CPU caches before each timing."""
+
+    def __init__(self, mode: str, mib: int | None = None) -> None:
+        if mode not in CACHE_MODES:
+            raise ValueError(f"--caches must be one of {', '.join(CACHE_MODES)}, got {mode!r}")
+        if mib is None:
+            llc = last_level_cache_bytes() or 0
+            mib = (
+                _WARM_MIB
+                if mode == "warm"
+                else min(max(_MIN_COLD_MIB, 2 * llc >> 20), _MAX_COLD_MIB)
+            )
+        if mib <= 0:
+            raise ValueError(f"--evict-mib must be positive, got {mib}")
+        self.mode, self.mib = mode, mib
+        self._source = torch.ones(mib << 20, dtype=torch.uint8)
+        self._target = torch.empty_like(self._source)
+
+    def __call__(self) -> None:
+        self._target.copy_(self._source)

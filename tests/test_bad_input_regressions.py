@@ -627,14 +627,15 @@ _SHORT, _LONG = 3, 12  # rows of a piece selected from the arena, and of one cop
 
 
 def _one_output_world(
-    rows: int, output: torch.Tensor
+    rows: int, output: torch.Tensor, validate: bool | None = None
 ) -> tuple[EncoderCache, EncoderRunner, ReferenceModelState, ReferenceInputBatch]:
     """A request whose first ``rows`` positions are one plain feature ``"a"``, with
     ``output`` cached directly; a runner and a state over the cache; the prefill batch."""
     cache = EncoderCache(HIDDEN)
     cache.add_request("r", [_feature("a", 0, rows)])
     cache.encoder_outputs["a"] = output
-    runner = EncoderRunner(ToyRealtimeModel(HIDDEN), MAX, HIDDEN, cache, torch.float32, "cpu")
+    model = ToyRealtimeModel(HIDDEN)
+    runner = EncoderRunner(model, MAX, HIDDEN, cache, torch.float32, "cpu", validate=validate)
     state = ReferenceModelState(
         ToyRealtimeModel(HIDDEN),
         cache,
@@ -642,6 +643,7 @@ def _one_output_world(
         max_num_tokens=MAX,
         dtype=torch.float32,
         device="cpu",
+        validate=validate,
     )
     batch = ReferenceInputBatch.from_requests(["r"], [rows], [0], [rows])
     return cache, runner, state, batch
@@ -692,9 +694,10 @@ def test_class9_an_output_that_requires_grad_gives_its_values_and_poisons_nothin
 @pytest.mark.parametrize("how", ["+=", "slice"])
 def test_class9_an_output_written_in_place_is_never_served_stale(rows: int, how: str) -> None:
     """rows() and the real path once returned the arena's old copy of an output written
-    in place, while pieces() showed the new values (C2: never stale, silently)."""
+    in place, while pieces() showed the new values. Such a write is outside C1 (C2a):
+    with validation on, it is never served stale."""
     output = torch.zeros(rows, HIDDEN)
-    _, runner, state, batch = _one_output_world(rows, output)
+    _, runner, state, batch = _one_output_world(rows, output, validate=True)
     runner.plan_mm_gather(*_args_of(batch)).rows()  # copies the output in
     state.get_mm_embeddings({}, batch, None)
     if how == "+=":

@@ -3,7 +3,8 @@
 Each test warms a state over a few steps (so its feature table and output arena hold
 what they derived), makes one change an engine may make, and then compares every form
 of the answer (the list form, the plan's rows, the real path) with a state built fresh
-on a copy of the cache. Validation is off throughout: these are the engine's hot path.
+on a copy of the cache. Validation is off (the engine's hot path), but for writes into a
+cached output's storage: outside C1, caught with validation on only (SPEC C2a).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _cache() -> EncoderCache:
     return cache
 
 
-def _state(cache: EncoderCache) -> ReferenceModelState:
+def _state(cache: EncoderCache, *, validate: bool = False) -> ReferenceModelState:
     return ReferenceModelState(
         ToyRealtimeModel(HIDDEN),
         cache,
@@ -60,7 +61,7 @@ def _state(cache: EncoderCache) -> ReferenceModelState:
         max_num_tokens=MAX_TOKENS,
         dtype=torch.float32,
         device="cpu",
-        validate=False,
+        validate=validate,
         arena_rows=64,
     )
 
@@ -134,8 +135,10 @@ def _assert_fresh(state: ReferenceModelState, req_ids: list[str]) -> None:
         assert _same(got, want), (batch.num_computed_tokens_np, batch.num_scheduled_tokens)
 
 
-def _warmed(req_ids: tuple[str, ...] = ("a", "b")) -> ReferenceModelState:
-    state = _state(_cache())
+def _warmed(
+    req_ids: tuple[str, ...] = ("a", "b"), *, validate: bool = False
+) -> ReferenceModelState:
+    state = _state(_cache(), validate=validate)
     for batch in _batches(list(req_ids)):
         _answer(state, batch)
     return state
@@ -293,3 +296,77 @@ def test_an_item_moved_to_another_placeholder_in_place_is_seen() -> None:
     state.encoder_cache.encoder_outputs["a-2"] = _output(moved, -9.0)
     features[2] = moved
     _assert_fresh(state, ["a", "b"])
+
+
+# ---------------------------------------------------------------------- writes into an output
+
+#: Writes into a cached output's storage: the dict still holds the same tensor (C2a).
+_WRITES: dict[str, Callable[[torch.Tensor], object]] = {
+    "+=": lambda output: output.add_(100.0),
+    "a row through a view": lambda output: output[-1].fill_(-5.0),
+    "copy_": lambda output: output.copy_(torch.full_like(output, 3.0)),
+    "through .detach()": lambda output: output.detach().mul_(-1.0),
+}
+
+
+@pytest.mark.parametrize("write", sorted(_WRITES))
+def test_with_validation_on_an_output_written_in_place_is_never_served_stale(write: str) -> None:
+    """C2a: with validation on, every form of the answer after a write into a cached
+    output's storage is what a fresh state says, decode steps (rows from the output
+    arena's copies) and several-token windows alike, on every later step too."""
+    state = _warmed(validate=True)
+    outputs = state.encoder_cache.encoder_outputs
+    for identifier in ("a-0", "a-2", "b-1"):
+        _WRITES[write](outputs[identifier])
+        _assert_fresh(state, ["a", "b"])
+
+
+def test_validation_switched_on_catches_a_write_made_while_it_was_off() -> None:
+    state = _warmed()
+    state.encoder_cache.encoder_outputs["a-2"].add_(1.0)
+    state.validate = True
+    _assert_fresh(state, ["a", "b"])
+
+
+class _VersionSpy(torch.Tensor):
+    """A tensor that counts the reads of its version (torch's count of in-place writes)."""
+
+    reads = 0
+
+    @property
+    def _version(self) -> int:  # type: ignore[override]
+        _VersionSpy.reads += 1
+        return int(super()._version)
+
+
+def _decode_step(state: ReferenceModelState, position: int) -> torch.Tensor:
+    req_ids = ["a", "b"]
+    batch = ReferenceInputBatch.from_requests(req_ids, [0, 0], [position, position], [1, 1])
+    got = state.get_mm_embeddings({}, batch)
+    assert got is not None
+    return got[:2].clone()
+
+
+def test_with_validation_off_the_step_reads_no_version_and_serves_the_copy() -> None:
+    """C2a, as the docs say it: with validation off a step reads no output's version once
+    the arena holds the copies it needs, and a write into an output's storage is not seen
+    until the cache holds another tensor there (which C1 allows, and which is seen)."""
+    cache = _cache()
+    for key, output in cache.encoder_outputs.items():
+        cache.encoder_outputs[key] = output.as_subclass(_VersionSpy)
+    state = _state(cache)
+    first = _decode_step(state, 0)  # copies a-0 and b-0 into the arena
+    fresh = _decode_step(_state(_copy(cache)), 1)
+    _VersionSpy.reads = 0
+    assert torch.equal(_decode_step(state, 1), fresh)
+    assert _VersionSpy.reads == 0
+    cache.encoder_outputs["a-0"].add_(100.0)
+    assert torch.equal(_decode_step(state, 0), first)  # the copy made before the write
+    assert _VersionSpy.reads == 0
+    cache.encoder_outputs["a-0"] = cache.encoder_outputs["a-0"].clone()  # C1: a new tensor
+    fresh = _decode_step(_state(_copy(cache)), 0)
+    assert torch.equal(_decode_step(state, 0), fresh)
+    state.validate = True  # the same step, validating: every output's version is read
+    _VersionSpy.reads = 0
+    _decode_step(state, 0)
+    assert _VersionSpy.reads >= 2

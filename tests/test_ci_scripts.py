@@ -121,6 +121,8 @@ def test_gpu_script_dry_run_lists_every_cuda_step_reference_tests_first(tmp_path
     for dtype in ("bfloat16", "float32"):
         command = steps[f"benchmark-{dtype}"]["command"]
         assert re.search(r"--hidden-sizes \d+ ", command), command
+    # The launch cost on the device: host and device time of each workload's step.
+    assert "--host-time" in steps["benchmark-bfloat16"]["command"]
 
 
 #: The comment table in .ci/gpu: ``#   STEP  LIMIT  CPU  WALL  ...``.

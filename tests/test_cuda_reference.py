@@ -79,13 +79,15 @@ def test_plan_rows_on_the_device_equal_the_pieces_and_pick_up_writes(
     cuda_device: torch.device, rows: int
 ) -> None:
     """Both ways rows() copies (from the arena's copies, or block by block) on the device,
-    an output written in place after a step, and an output that requires grad."""
+    an output written in place after a step (caught with validation on, C2a), and an
+    output that requires grad."""
     cache = EncoderCache(HIDDEN)
     cache.add_request("r", [MultiModalFeature("a", "audio", PlaceholderRange(0, rows))])
     cache.encoder_outputs["a"] = (
         torch.arange(rows * HIDDEN, dtype=torch.float32).reshape(rows, HIDDEN).to(cuda_device)
     )
-    runner = EncoderRunner(ToyRealtimeModel(HIDDEN), MAX, HIDDEN, cache, torch.float32, cuda_device)
+    model = ToyRealtimeModel(HIDDEN)
+    runner = EncoderRunner(model, MAX, HIDDEN, cache, torch.float32, cuda_device, validate=True)
     batch = ReferenceInputBatch.from_requests(["r"], [rows], [0], [rows])
     args = (
         batch.req_ids,

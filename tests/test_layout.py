@@ -251,10 +251,12 @@ _CHECK_MODULES = {f"checks/{area}.py" for area in AREAS} | {"checks/cases.py"}
 #: never meets this budget.
 HARNESS_BUDGET = 5_421
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
-#: is 1,409 (1,199 before the decode path's second round: the arena's copies remembered in
-#: arrays and looked up by id only where a slot missed, feature lists rechecked only where
-#: they changed, the realtime decode route).
-REFERENCE_BUDGET = 1_409
+#: is 1,436 (1,409 before the arena read versions only with validation on, C2a, and a
+#: cold decode step made fewer kinds of numpy and torch calls; 1,199
+#: before the decode path's second round: the arena's copies remembered in arrays and
+#: looked up by id only where a slot missed, feature lists rechecked only where they
+#: changed, the realtime decode route).
+REFERENCE_BUDGET = 1_436
 
 
 def _lines(files: Iterable[Path], root: Path) -> dict[str, int]:

@@ -1,8 +1,12 @@
 """MkDocs hook: put the latest measured benchmark figures on the performance page.
 
-The page marks two spots: ``<!-- benchmark-vs-vllm -->`` for the comparison with vLLM
-(``python -m benchmarks --vs-vllm``) and ``<!-- benchmark-results -->`` for the
-comparison with the self-written loop (``python -m benchmarks``). At build time the
+The page marks four spots: ``<!-- benchmark-vs-vllm -->`` for the comparison with vLLM
+(``python -m benchmarks --vs-vllm``), ``<!-- benchmark-results -->`` for the
+comparison with the self-written loop (``python -m benchmarks``),
+``<!-- benchmark-against -->`` for the reference against an earlier revision
+(``python -m benchmarks --against REV --output ...``) and ``<!-- benchmark-step-profile -->``
+for each step against its limit (``python -m benchmarks.step_profile --output ...``). At
+build time the
 newest results file of each kind in ``benchmarks/results/`` is rendered as tables — the
 newest full run if there is one, else the newest quick run, flagged as such — and the
 plots it lists are copied into the site and shown with a caption. Where no results
@@ -29,7 +33,19 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO / "benchmarks" / "results"
 RESULTS_DIR_ENV_VAR = "RTMM_DOCS_BENCHMARK_RESULTS"
 #: Marker -> the ``comparison`` of the results rendered there.
-MARKERS = {"<!-- benchmark-vs-vllm -->": "vllm", "<!-- benchmark-results -->": "loop"}
+MARKERS = {
+    "<!-- benchmark-vs-vllm -->": "vllm",
+    "<!-- benchmark-results -->": "loop",
+    "<!-- benchmark-against -->": "against",
+    "<!-- benchmark-step-profile -->": "step-profile",
+}
+#: The command that makes each comparison's results, for the note where there are none.
+_COMMANDS = {
+    "vllm": "python -m benchmarks --vs-vllm",
+    "loop": "python -m benchmarks",
+    "against": "python -m benchmarks --against REV --output PATH",
+    "step-profile": "python -m benchmarks.step_profile --output PATH",
+}
 MARKER = "<!-- benchmark-results -->"
 _SITE_DIR = "assets/benchmarks"
 
@@ -65,6 +81,65 @@ _TITLES = {
     "goal": "goal",
     "measured": "measured",
     "met": "met",
+    "path": "path",
+    "new_over_old": "new/old",
+    "spread": "spread",
+    "old_ms": "old (ms)",
+    "new_ms": "new (ms)",
+    "limit_us": "limit (us)",
+    "step_us": "whole step (us)",
+    "step_over_limit": "step / limit",
+    "floor_us": "copy floor",
+    "mask_us": "mask to device",
+    "merge_us": "model's merge",
+    "buffer_us": "buffer copy",
+    "check_us": "batch check",
+    "encoder_us": "encoder pass",
+    "plan_us": "plan",
+    "rows_us": "rows",
+}
+
+#: The tables of the comparisons rendered by record section: caption and columns.
+_RECORD_TABLES: dict[str, tuple[str, list[tuple[str, list[str]]]]] = {
+    "against": (
+        "against",
+        [
+            (
+                "New/old per workload and path: the earlier revision's median time over this "
+                "checkout's in each round, the median over the rounds and its spread (above 1: "
+                "this checkout is faster), and both sides' median times.",
+                ["workload", "path", "new_over_old", "spread", "old_ms", "new_ms"],
+            ),
+        ],
+    ),
+    "step-profile": (
+        "step_profile",
+        [
+            (
+                "Each real step against its limit (copy floor of its rows, mask to the device, "
+                "the model's merge, the buffer copy), median microseconds, and the target of "
+                "step / limit.",
+                [
+                    "workload",
+                    "hidden_size",
+                    "limit_us",
+                    "step_us",
+                    "step_over_limit",
+                    "target",
+                    "met",
+                ],
+            ),
+            (
+                "The limit's parts, median microseconds.",
+                ["workload", "hidden_size", "floor_us", "mask_us", "merge_us", "buffer_us"],
+            ),
+            (
+                "The step's own parts before the merge, median microseconds (rows: the copy "
+                "floor and the lookup of each output's copy).",
+                ["workload", "hidden_size", "check_us", "encoder_us", "plan_us", "rows_us"],
+            ),
+        ],
+    ),
 }
 
 #: The loop comparison's tables, in page order: the section, caption and columns (none:
@@ -271,7 +346,14 @@ def render_results(data: Mapping[str, Any], source: str) -> str:
     lines = _run_line(data, source)
     rendered = {"schema", "mode", "comparison", "created", "all_outputs_match", "machine"}
     rendered |= {"plots", "paths"}
-    if data.get("comparison") == "vllm":
+    tables = _RECORD_TABLES.get(str(data.get("comparison")))
+    if tables is not None:
+        key, captioned = tables
+        rendered.add(key)
+        records = _record_lists(data, key)
+        for caption, columns in captioned if records else []:
+            lines += _captioned(caption, _table(records or [], columns))
+    elif data.get("comparison") == "vllm":
         rendered.add("vs_vllm")
         peer = _record_lists(data, "vs_vllm")
         if peer:
@@ -365,7 +447,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             continue
         chosen = _chosen.get(comparison)
         if chosen is None:
-            command = "python -m benchmarks" + (" --vs-vllm" if comparison == "vllm" else "")
+            command = _COMMANDS[comparison]
             body = (
                 '!!! note "No measurements yet"\n'
                 f"    `benchmarks/results/` holds no results of `{command}`, so this section "

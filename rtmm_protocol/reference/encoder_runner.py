@@ -45,8 +45,9 @@ class EncoderRunner:
     :class:`~rtmm_protocol.reference.output_arena.EncoderOutputArena` of ``arena_rows``
     rows (default :func:`default_arena_rows`).
 
-    ``validate`` switches on the full checks of SPEC E1/E2 (``None`` reads the
-    ``RTMM_PROTOCOL_VALIDATE`` environment variable); without them every call still runs
+    ``validate`` switches on the full checks of SPEC E1/E2 and the detection of outputs
+    written in place (C2a) (``None`` reads the ``RTMM_PROTOCOL_VALIDATE`` environment
+    variable); without them every call still runs
     :func:`~rtmm_protocol.validation.check_batch`. A call that raises leaves the runner as
     it was. Threads: use one runner per thread; several may share a cache they only read.
     """
@@ -92,6 +93,8 @@ class EncoderRunner:
         skipped. Each output is checked against its feature (rows and hidden size) and
         cached in the runner's dtype and device, without autograd history.
         """
+        if type(scheduled_encoder_inputs) is dict and not scheduled_encoder_inputs:
+            return 0  # nothing scheduled (most decode steps): nothing to check or encode
         cache, encoded = self.encoder_cache, 0
         scheduled = check_scheduled_encoder_inputs(scheduled_encoder_inputs, cache.mm_features)
         for req_id, feature in scheduled:
@@ -143,7 +146,7 @@ class EncoderRunner:
     def plan_checked(self, req_ids: list[str], batch: CheckedBatch) -> MMGatherPlan:
         """:meth:`plan_mm_gather` for a ``batch`` that ``check_batch`` (or, validating,
         ``check_gather_args``) returned for ``req_ids``: the state checks its batch once."""
-        cache = self.encoder_cache
+        cache, self.arena.versions = self.encoder_cache, self.validate  # C2a: versions read
         if self.validate:  # SPEC E2: every list of the batch, whether the step reads it or not
             self.check_feature_lists(req_ids)
         return plan_gather(

@@ -142,19 +142,22 @@ class FeatureTable:
             self._batch_ids = None
 
     def changed(
-        self, lanes: BatchLanes, owners: _I64, entries: _I64, *, whole_batch: bool = False
+        self, lanes: BatchLanes, owners: _I64 | None, entries: _I64, *, whole_batch: bool = False
     ) -> list[int]:
-        """Those of ``owners`` (batch indices; ``whole_batch``: each once, in order) whose
-        list item at ``entries`` (in their lanes) is not the object mirrored there:
-        replaced in place (SPEC C2)."""
-        whole_batch = whole_batch and owners.shape[0] == len(lanes.lists)
-        lists = lanes.lists if whole_batch else list(map(lanes.lists.__getitem__, owners.tolist()))
-        indices = (entries - lanes.first[owners]).tolist()
+        """Those of ``owners`` (batch indices; ``None`` or, with ``whole_batch``, one
+        array of them all: each once, in order) whose list item at ``entries`` (in their
+        lanes) is not the object mirrored there: replaced in place (SPEC C2)."""
+        if owners is None or (whole_batch and owners.shape[0] == len(lanes.lists)):
+            lists, indices = lanes.lists, (entries - lanes.first).tolist()
+        else:
+            lists = list(map(lanes.lists.__getitem__, owners.tolist()))
+            indices = (entries - lanes.first[owners]).tolist()
         mirrored = self.feature[entries].tolist()
         if all(map(operator.is_, map(operator.getitem, lists, indices), mirrored)):
             return []
         items = map(operator.getitem, lists, indices)
-        pairs = zip(owners.tolist(), items, mirrored, strict=True)
+        batch = range(len(lists)) if owners is None else owners.tolist()
+        pairs = zip(batch, items, mirrored, strict=True)
         return sorted({k for k, item, seen in pairs if item is not seen})
 
     def replaced(self, lanes: BatchLanes) -> list[int]:

@@ -99,14 +99,15 @@ class MMGatherPlan:
         shape = (self.num_rows, self._arena.hidden_size)
         if out is None:
             out = torch.empty(shape, dtype=storage.dtype, device=storage.device)
-        else:
-            check_rows_out(out, shape, storage)
-        return self.rows_into(out)
+            return self.rows_into(out)
+        check_rows_out(out, shape, storage)
+        return self.rows_into(out, disjoint=False)
 
-    def rows_into(self, out: torch.Tensor) -> torch.Tensor:
+    def rows_into(self, out: torch.Tensor, *, disjoint: bool = True) -> torch.Tensor:
         """:meth:`rows` into an ``out`` its caller made to fit (contiguous, of
         ``(num_rows, hidden_size)``, the arena's dtype and device, no grad): a state's
-        own buffer, which it need not have checked every step."""
+        own buffer, which it need not check every step. ``disjoint``: ``out`` shares no
+        memory with the arena (else that is checked; long pieces' outputs always are)."""
         arena, pieces = self._arena, self._pieces
         storage = arena.storage
         block = self.num_rows >= _BLOCK_ROWS * len(pieces.outputs)
@@ -124,7 +125,8 @@ class MMGatherPlan:
         # Short pieces (decode): one index_select from the arena's copies. G5: piece k
         # fills rows [before_k, before_k + count_k) of the result with rows row_start_k, ...
         # of its output, which its copy holds from arena row start_k + row_start_k on.
-        check_out_disjoint(out, [storage])
+        if not disjoint:
+            check_out_disjoint(out, [storage])
         assert starts is not None  # short pieces with rows: their arena copies were found
         index = starts + pieces.row_start
         if self.num_rows > len(pieces.outputs):  # pieces of several rows: expand them
@@ -145,7 +147,8 @@ class MMGatherPlan:
             check_encoder_output(pieces.features[k], outputs[k], arena.hidden_size, device=device)
 
         starts, rows = arena.locate(identifiers, outputs, check, slots=pieces.entries)
-        for k in np.flatnonzero(rows != pieces.num_embeds).tolist():
+        if not (rows == pieces.num_embeds).all():
+            k = int(np.flatnonzero(rows != pieces.num_embeds)[0])
             check(k)  # E3; else a current copy of another length: the data was swapped
             raise RuntimeError(f"encoder output of {identifiers[k]!r} changed without a write")
         return starts

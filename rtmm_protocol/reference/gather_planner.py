@@ -172,7 +172,7 @@ def _plan_realtime_decode(
         return None  # a window on no feature: no piece for it, planned at once
     # C2: a one-position window that meets a feature lies inside it, and in a sorted
     # list of disjoint placeholders no other item can reach it.
-    stale = table.changed(lanes, np.arange(batch.num_reqs), entry, whole_batch=True)
+    stale = table.changed(lanes, None, entry)
     if stale:
         return stale
     identifiers: list[str] = table.identifier[entry].tolist()

@@ -4,8 +4,10 @@ A step reading a row or two from each of many outputs (realtime decode) would ot
 copy once per output. The arena copies each output such a step reads the first time it
 is needed and reuses the copy while it is current: a copy remembers its tensor (by a
 weak reference: it keeps no freed output alive) and the tensor's version, which torch
-bumps on every in-place write. An output replaced in the cache (C1) is another tensor,
-one written in place has another version: either way it is copied anew (C2).
+bumps on every in-place write. An output replaced in the cache (C1) is another tensor:
+it is copied anew (C2). One written in place keeps its identity; with ``versions`` on
+(the runner's validation) its new version gets it copied anew too, and with it off a
+step reads no version and serves the copy it made (C2a: such a write is outside C1).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class EncoderOutputArena:
         if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
             raise ValueError(f"arena_rows must be a positive int, got {rows!r}")
         self.capacity, self.hidden_size = rows, hidden_size
+        #: C2a: whether :meth:`locate` reads each output's version on every call and
+        #: copies anew an output written in place (the runner's validation switch).
+        self.versions = True
         self.storage = torch.zeros(rows, hidden_size, dtype=dtype, device=device)
         # By the id of the tensor copied (dropped when it dies: a reused id never
         # matches): its weak reference, the version copied, and [start, start + rows)
@@ -64,7 +69,8 @@ class EncoderOutputArena:
         # may come back as another tensor's), all of them when copies move.
         self._slot_key = np.zeros(0, dtype=np.int64)
         self._slot_version = np.zeros(0, dtype=np.int64)
-        self._slot_span = np.zeros(0, dtype=np.int64)
+        self._slot_start = np.zeros(0, dtype=np.int64)  # the copy's first row
+        self._slot_rows = np.zeros(0, dtype=np.int64)  # and its rows
         self._slots_of: dict[int, set[int]] = {}  # by tensor id: the slots that name it
 
     @property
@@ -86,44 +92,51 @@ class EncoderOutputArena:
         check is given). Raises :class:`ArenaFullError` if they cannot all be held at once.
 
         ``slots`` (non-negative, one per output) are numbers under which the answers are
-        remembered: a later call that brings the same tensor, unwritten, under the same
-        slot gets its answer from arrays instead of a record read by the tensor's id."""
+        remembered: a later call that brings the same tensor (unwritten, with
+        :attr:`versions` on) under the same slot gets its answer from arrays instead of
+        a record read by the tensor's id."""
         if slots is None or not len(outputs):
             return self._locate_by_id(identifiers, outputs, check)
         n = len(outputs)
         keys = np.fromiter(map(id, outputs), dtype=np.int64, count=n)
-        try:  # C2: every output's version, read on every call (torch bumps it on writes)
-            versions = np.fromiter(map(_VERSION, outputs), dtype=np.int64, count=n)
-        except AttributeError:  # not a tensor: check(k) refuses it below
-            return self._locate_by_id(identifiers, outputs, check)
-        highest = int(slots.max())
-        if highest >= self._slot_key.shape[0]:
-            self._grow_slots(highest + 1)
         # The dicts by id cost two reads of scattered objects per output; the slots'
-        # arrays, one numpy pass each. At 1,024 decoding streams, timed after a step's
-        # copy, the lookup with its version check went from 0.48 to 0.42 ms.
-        hit = (self._slot_key[slots] == keys) & (self._slot_version[slots] == versions)
+        # arrays, one numpy pass each (and each kind of numpy call, 5-30 us cold).
+        try:
+            hit = self._slot_key[slots] == keys
+        except IndexError:  # a slot past the arrays: they grow
+            self._grow_slots(int(slots.max()) + 1)
+            hit = self._slot_key[slots] == keys
+        versions = None
+        if self.versions:  # C2a: every output's version, read on every call (torch bumps it)
+            try:  # two cache misses per output in torch's objects: 0.3-0.4 ms at 1,024
+                versions = np.fromiter(map(_VERSION, outputs), dtype=np.int64, count=n)
+            except AttributeError:  # not a tensor: check(k) refuses it below
+                return self._locate_by_id(identifiers, outputs, check)
+            hit &= self._slot_version[slots] == versions
         if hit.all():
-            return np.divmod(self._slot_span[slots], self._stride)
+            return self._slot_start[slots], self._slot_rows[slots]
         # Only the outputs the slots did not answer are looked up by id (continuous decode
         # misses the streams entering a new feature, not the others).
-        missed, moves, spans = np.flatnonzero(~hit), self._moves, self._slot_span[slots]
+        missed, moves = np.flatnonzero(~hit), self._moves
         listed = keys.tolist()
         needed = set(listed)
         for k in map(int, missed):
-            if self._versions.get(listed[k]) != versions[k]:
+            copied = self._versions.get(listed[k])
+            if copied is None or (versions is not None and copied != versions[k]):
                 if check is not None:
                     check(k)
                 self._copy_in(identifiers[k], outputs[k], needed)
         if self._moves != moves:  # copies moved: every slot was forgotten (_copy_in)
             missed = np.arange(n)
         missed_keys, missed_slots = keys[missed], slots[missed]
-        spans[missed] = [self._spans[key] for key in missed_keys.tolist()]
-        self._slot_key[missed_slots], self._slot_span[missed_slots] = missed_keys, spans[missed]
-        self._slot_version[missed_slots] = versions[missed]
-        for key, slot in zip(missed_keys.tolist(), missed_slots.tolist(), strict=True):
+        found = missed_keys.tolist()
+        spans = np.array([self._spans[key] for key in found], dtype=np.int64)
+        self._slot_start[missed_slots], self._slot_rows[missed_slots] = divmod(spans, self._stride)
+        self._slot_key[missed_slots] = missed_keys
+        self._slot_version[missed_slots] = [self._versions[key] for key in found]
+        for key, slot in zip(found, missed_slots.tolist(), strict=True):
             self._slots_of.setdefault(key, set()).add(slot)
-        return np.divmod(spans, self._stride)
+        return self._slot_start[slots], self._slot_rows[slots]
 
     def _locate_by_id(
         self,
@@ -136,13 +149,18 @@ class EncoderOutputArena:
         # The spans first: read after the versions, they took twice as long (measured).
         spans = list(map(self._spans.get, keys))
         try:
-            current = list(map(self._versions.get, keys)) == list(map(_VERSION, outputs))
+            current = (
+                list(map(self._versions.get, keys)) == list(map(_VERSION, outputs))
+                if self.versions  # C2a, as in locate
+                else None not in spans
+            )
         except AttributeError:  # not a tensor: check(k) refuses it below
             current = False
         if not current:
             needed = set(keys)
             for k, output in enumerate(outputs):
-                if self._versions.get(keys[k]) != getattr(output, "_version", -1):
+                copied = self._versions.get(keys[k])
+                if copied is None or (self.versions and copied != getattr(output, "_version", -1)):
                     if check is not None:
                         check(k)
                     self._copy_in(identifiers[k], output, needed)
@@ -151,7 +169,7 @@ class EncoderOutputArena:
 
     def _grow_slots(self, size: int) -> None:
         size = max(size, 2 * self._slot_key.shape[0], 1024)
-        for name in ("_slot_key", "_slot_version", "_slot_span"):
+        for name in ("_slot_key", "_slot_version", "_slot_start", "_slot_rows"):
             column = getattr(self, name)
             grown = np.zeros(size, dtype=np.int64)
             grown[: column.shape[0]] = column

@@ -378,7 +378,10 @@ def _cache_corruption(draw: st.DrawFn, scenario: GatherScenario) -> Corruption:
                 outputs[identifier] = original.clone().requires_grad_()
             elif kind == "written in place":  # after the objects have seen the old values
                 _warm(world)
-                original.mul_(-2.0).add_(0.5)
+                if world.validate:
+                    original.mul_(-2.0).add_(0.5)
+                else:  # C2a: outside the domain without validation; the allowed change (C1)
+                    outputs[identifier] = original.clone().mul_(-2.0).add_(0.5)
             else:
                 outputs[identifier] = _broken_output(kind, rows, hidden)  # type: ignore[assignment]
 
