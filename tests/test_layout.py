@@ -239,17 +239,19 @@ def test_the_base_exception_scan_finds_a_direct_subclass(tmp_path: Path) -> None
 #: per area of the specification, as the registry names them), the hand-placed cases, and
 #: the clause list (the line of each clause in ``CLAUSES``, ``clauses.py``).
 _CHECK_MODULES = {f"checks/{area}.py" for area in AREAS} | {"checks/cases.py"}
-#: Lines the harness may not grow beyond: it is 5,421 (5,450 with the clause list's 29
-#: lines), 126 more than when the console's words were written in nine of its modules
-#: (5,324 with the clause list): ``console.py`` holds them now (192 lines), and a
-#: failure's fields, one path from a result to its verdict and outcome, and one way to
+#: Lines the harness may not grow beyond: it is 5,437 (5,466 with the clause list's 29
+#: lines; 5,421 before a skip for what the machine lacks was given only where the module
+#: or the compiled operator is truly missing). With the clause list, 5,450 was 126 more
+#: than when the console's words were written in nine of its modules (5,324):
+#: ``console.py`` holds them now (192 lines), and a failure's fields, one path from a
+#: result to its verdict and outcome, and one way to
 #: build a check's run took 66 lines out of the others. It was 4,677 before it drove a
 #: state as an engine's runner does (an engine's types, the model-inputs hooks, a model's
 #: configuration and what a state read from it, checks blocked by another's finding);
 #: 4,647 before the suite became the package rtmm_conformance with its layers, 4,767
 #: before it was grouped by concern. Neither a check nor a clause is counted: adding one
 #: never meets this budget.
-HARNESS_BUDGET = 5_421
+HARNESS_BUDGET = 5_437
 #: Lines of ``rtmm_protocol/reference/``: small enough to read whole, clause by clause. It
 #: is 1,436 (1,409 before the arena read versions only with validation on, C2a, and a
 #: cold decode step made fewer kinds of numpy and torch calls; 1,199
