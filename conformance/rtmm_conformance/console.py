@@ -112,11 +112,11 @@ def failure_message(details: str, *, tag: str = "", rerun: str = "") -> str:
 
 def outcome_reason(outcome: str, reason: str, *, check: str = "", baseline: str = "") -> str:
     """What pytest shows for a check that neither passed nor failed: ``inherited`` (an
-    expected failure that ``fail_on="own"`` forgives), ``blocked``, ``robustness`` (a gap,
-    an expected failure), ``warning`` (a SHOULD of the contract); else ``reason``."""
+    expected failure that ``fail_on="own"`` forgives), ``robustness`` (a gap, an expected
+    failure), ``warning`` (a SHOULD of the contract); else ``reason`` (a blocked check's
+    reason says that it is blocked, and by what)."""
     return {
         "inherited": f"inherited from {baseline}: {reason}",
-        "blocked": f"blocked: {reason}",
         "robustness": f"robustness gap (SHOULD, outside the contract's domain): {reason}",
         "warning": f"{check} (SHOULD): {reason}",
     }.get(outcome, reason)

@@ -427,3 +427,17 @@ def test_parametrize_with_checks_names_each_check_as_pytest_names_its_item() -> 
     assert all(re.fullmatch(r"[A-Z][0-9]+(-[a-z0-9]+)+(\[[a-z-]+\])?", i) for i in ids), ids
     for param in params:
         param.values[0]()  # passes: no exception
+
+
+def test_a_blocked_check_is_skipped_with_its_reason_as_it_is() -> None:
+    """A blocked check's reason says it is blocked and by what; pytest shows it once."""
+    from rtmm_conformance.pytest_outcome import _raise_verdict
+    from rtmm_conformance.results import CheckBlocked, CheckResult, Outcome
+
+    reason = CheckBlocked("prepare_inputs raised RuntimeError", "M1-hooks-hand-model-inputs").reason
+    result = CheckResult("D2-real-path-shares-storage", "realtime", Outcome.BLOCKED, reason)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        _raise_verdict(result, fail_on="own")
+    assert skipped.value.msg == reason
+    assert skipped.value.msg.startswith("blocked: prepare_inputs raised")
+    assert skipped.value.msg.count("blocked") == 1
