@@ -147,7 +147,7 @@ class MMGatherPlan:
             check_encoder_output(pieces.features[k], outputs[k], arena.hidden_size, device=device)
 
         starts, rows = arena.locate(identifiers, outputs, check, slots=pieces.entries)
-        if not (rows == pieces.num_embeds).all():
+        if np.count_nonzero(rows == pieces.num_embeds) != rows.shape[0]:  # not .all()
             k = int(np.flatnonzero(rows != pieces.num_embeds)[0])
             check(k)  # E3; else a current copy of another length: the data was swapped
             raise RuntimeError(f"encoder output of {identifiers[k]!r} changed without a write")

@@ -168,7 +168,7 @@ def _plan_realtime_decode(
         entry = _decode_entries(table, lanes, np.arange(batch.num_reqs), keys)
     else:
         entry = table.lane_end.searchsorted(keys, side="right")
-    if not bool((table.lane_start[entry] <= keys).all()):
+    if np.count_nonzero(table.lane_start[entry] <= keys) != keys.shape[0]:  # not .all()
         return None  # a window on no feature: no piece for it, planned at once
     # C2: a one-position window that meets a feature lies inside it, and in a sorted
     # list of disjoint placeholders no other item can reach it.

@@ -113,7 +113,7 @@ class EncoderOutputArena:
             except AttributeError:  # not a tensor: check(k) refuses it below
                 return self._locate_by_id(identifiers, outputs, check)
             hit &= self._slot_version[slots] == versions
-        if hit.all():
+        if np.count_nonzero(hit) == n:  # not hit.all(): with cold caches a reduction costs more
             return self._slot_start[slots], self._slot_rows[slots]
         # Only the outputs the slots did not answer are looked up by id (continuous decode
         # misses the streams entering a new feature, not the others).
