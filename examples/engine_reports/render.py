@@ -7,7 +7,7 @@ vLLM 0.33.0 at both levels, and for each model state vLLM ships (``reports/state
 From them this script writes ``matrix.md`` (with ``python -m rtmm_conformance matrix``),
 ``causes.md`` (every check that did not pass, grouped by the cause the report gives: its
 ``cause`` field where the report has one, else the error text the check saw) and
-``states.md`` (one row per model state: what it hands the model, its verdict, what it
+``states.md`` (one row per model state: what it hands the model and its verdict; then what it
 needed). The docs page includes the three files.
 
     python examples/engine_reports/render.py            # re-render the three files
@@ -207,27 +207,29 @@ def _skip_reasons(report: Mapping[str, Any]) -> list[str]:
 
 
 def render_states() -> str:
-    """One row per model state vLLM ships: what it hands the model, its verdict and what
-    its run needed (the configuration the adapter carries, packages, what this machine
-    lacked)."""
+    """Two tables of the model states vLLM ships, one row per state each: what it hands
+    the model and its verdict; then what its run needed (the configuration the adapter
+    carries, packages, what this machine lacked). Two, so that each fits the page's
+    column."""
     from rtmm_protocol.adapters.vllm.in_tree import IN_TREE_STATES
 
     by_spec = {name.removeprefix("vllm:"): report for report, name in _runs().items()}
-    lines = [
-        "| state | serves | the model receives | contract | robustness | what it needed |",
-        "|---|---|---|---|---|---|",
+    verdicts = [
+        "| state, and the models it serves | the model receives | contract | robustness |",
+        "|---|---|---|---|",
     ]
+    needs = ["| state | what its run needed |", "|---|---|"]
     for state in IN_TREE_STATES:
         needed = []
         if state.config:
             needed.append(f"the configuration the adapter carries (`configs/{state.config}/`)")
         needed.extend(f"model attribute `{name}`" for name in state.attributes)
         needed.extend(f"the package `{package}`" for package in state.packages)
-        cells = [f"`{state.name}`", state.serves, _HANDS[state.hands]]
+        cells = [f"`{state.name}`: {state.serves}", _HANDS[state.hands]]
         path = REPORTS / by_spec.get(state.spec, "")
         if state.not_buildable or not path.is_file():
-            why = state.not_buildable or "no report yet: run refresh.py"
-            cells += ["not built", "not built", "; ".join([*needed, why])]
+            needed.append(state.not_buildable or "no report yet: run refresh.py")
+            cells += ["not built", "not built"]
         else:
             report = json.loads(path.read_text(encoding="utf-8"))
             profiles = report["summary"]["profiles"]
@@ -239,13 +241,14 @@ def render_states() -> str:
             if state.packages and "cpu" not in torch:
                 needed.append(f"checked with torch {torch} (the build that has them)")
             if report.get("kind") is None and state.models == "text":
-                cells[2] = "token ids alone"
+                cells[1] = "token ids alone"
                 needed.append("not judged: vLLM never builds it around a multimodal model")
             else:
                 needed.extend(_skip_reasons(report))
-            cells.append("; ".join(needed) or "nothing but its name")
-        lines.append("| " + " | ".join(_escape(cell) for cell in cells) + " |")
-    return "\n".join(lines) + "\n"
+        verdicts.append("| " + " | ".join(_escape(cell) for cell in cells) + " |")
+        row = [f"`{state.name}`", "; ".join(needed) or "nothing but its name"]
+        needs.append("| " + " | ".join(_escape(cell) for cell in row) + " |")
+    return "\n".join([*verdicts, "", "What each state's run needed:", "", *needs]) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
