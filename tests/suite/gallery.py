@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -705,22 +705,30 @@ def gatherer(
     return _GathererFactory(fault, cls)
 
 
+_S = TypeVar("_S", bound=ReferenceModelState)
+
+
+def _faulty_state(cls: type[_S], ctx: ConformanceContext, fault: str | None) -> _S:
+    """One of the gallery's state classes, built for ``ctx`` with ``fault``."""
+    return cls(
+        ctx.model,
+        ctx.encoder_cache,
+        hidden_size=ctx.hidden_size,
+        max_num_tokens=ctx.max_num_tokens,
+        dtype=ctx.dtype,
+        device=ctx.device,
+        validate=ctx.validate,
+        fault=fault,  # type: ignore[call-arg]  # the gallery's subclasses take it
+    )
+
+
 class _StateFactory(_NamedFactory):
     def __init__(self, fault: str | None, gather_fault: str | None) -> None:
         super().__init__(f"model_state[{fault or gather_fault}]")
         self.fault, self.gather_fault = fault, gather_fault
 
     def __call__(self, ctx: ConformanceContext) -> object:
-        state = FaultyModelState(
-            ctx.model,
-            ctx.encoder_cache,
-            hidden_size=ctx.hidden_size,
-            max_num_tokens=ctx.max_num_tokens,
-            dtype=ctx.dtype,
-            device=ctx.device,
-            validate=ctx.validate,
-            fault=self.fault,
-        )
+        state = _faulty_state(FaultyModelState, ctx, self.fault)
         if self.gather_fault is not None:
             state.encoder_runner = _GathererFactory(self.gather_fault, FaultyGatherer)(ctx)  # type: ignore[assignment]
         if self.gather_fault in ("truthy-realtime-flag", "realtime-ignored"):
@@ -741,16 +749,7 @@ class _KindStateFactory(_NamedFactory):
         self.cls, self.fault = cls, fault
 
     def __call__(self, ctx: ConformanceContext) -> object:
-        return self.cls(
-            ctx.model,
-            ctx.encoder_cache,
-            hidden_size=ctx.hidden_size,
-            max_num_tokens=ctx.max_num_tokens,
-            dtype=ctx.dtype,
-            device=ctx.device,
-            validate=ctx.validate,
-            fault=self.fault,  # type: ignore[call-arg]  # the gallery's subclasses take it
-        )
+        return _faulty_state(self.cls, ctx, self.fault)
 
 
 def hooked_state(fault: str | None = None) -> Callable[[ConformanceContext], object]:
